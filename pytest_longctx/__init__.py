@@ -1,0 +1,18 @@
+"""pytest-longctx: measure LLM accuracy over long contexts with pytest, and gate upgrades on it."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "GATE_EXIT_CODE",
+    "Oracle",
+    "Request",
+    "Trial",
+    "__version__",
+]
+
+from pytest_longctx.backends.base import Request
+from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.gating import GATE_EXIT_CODE
+from pytest_longctx.trial import Trial

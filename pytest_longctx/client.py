@@ -1,0 +1,77 @@
+"""The model client every trial talks to: cache, concurrency limit, plan mode and usage in one place."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_longctx.backends.base import Backend, Completion, Request, request_key
+from pytest_longctx.backends.cache import ResponseCache
+from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.errors import NotCachedError
+
+
+class Planned(Exception):
+    """Raised in plan mode instead of sending a request; carries what would have been sent."""
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        super().__init__("planned")
+        self.entry = entry
+
+
+@dataclass
+class ModelClient:
+    """Wraps a backend with the response cache, a concurrency limit and plan mode."""
+
+    backend: Backend
+    cache: ResponseCache | None
+    cache_mode: str = "on"
+    max_concurrency: int = 16
+    plan: bool = False
+    _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.backend.provider}/{self.backend.model}"
+
+    def key(self, request: Request) -> str:
+        return request_key(self.backend.provider, self.backend.model, request)
+
+    async def complete(self, request: Request, oracle: Oracle | None = None) -> Completion:
+        """Answer from the cache when possible, else call the backend (errors are never cached)."""
+        key = self.key(request)
+        use_cache = self.cache is not None and self.cache_mode != "off" and self.backend.provider != "fake"
+        if use_cache and self.cache_mode != "refresh":
+            assert self.cache is not None
+            hit = self.cache.get(key)
+            if hit is not None:
+                if self.plan:
+                    raise Planned(self._plan_entry(request, key, cached=True))
+                return Completion.from_json(hit, cache_hit=True)
+        if self.plan:
+            raise Planned(self._plan_entry(request, key, cached=False))
+        if use_cache and self.cache_mode == "replay":
+            raise NotCachedError(f"replay mode: no cached response for request {key[:12]} ({request.template}); "
+                                 "run once with --longctx-cache=on")
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        async with self._semaphore:
+            start = time.perf_counter()
+            if self.backend.provider == "fake":
+                completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
+            else:
+                completion = await self.backend.complete(request)
+            completion.latency_s = completion.latency_s or (time.perf_counter() - start)
+        if use_cache:
+            assert self.cache is not None
+            self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
+                                                       "template": request.template})
+        return completion
+
+    def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
+        text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+        return {"key": key, "model": self.spec, "template": request.template, "cached": cached,
+                "input_tokens": self.backend.count_tokens(text), "max_tokens": request.max_tokens,
+                "tokenizer": self.backend.tokenizer}

@@ -1,0 +1,88 @@
+"""Fixtures that eval tests use: ``longctx`` (the trial), the shared model client, settings."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from pytest_longctx.backends import build_backend
+from pytest_longctx.backends.cache import ResponseCache
+from pytest_longctx.client import ModelClient
+from pytest_longctx.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
+from pytest_longctx.models import ModelSpec
+from pytest_longctx.options import Settings
+from pytest_longctx.trial import Trial, plain, trial_seed
+
+#: The parametrized argument that numbers trials within a cell.
+SAMPLE_ARG = "longctx_sample"
+
+
+@pytest.fixture(scope="session")
+def longctx_settings(pytestconfig: pytest.Config) -> Settings:
+    """The run's resolved settings (model, seed, samples, ...)."""
+    return pytestconfig.stash[SETTINGS_KEY]
+
+
+def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = None) -> ModelClient:
+    """A model client for ``spec`` with the run's cache, concurrency share and plan mode."""
+    shared = config.stash[SHARED_KEY]
+    s = config.stash[SETTINGS_KEY]
+    window = s.context_window if spec == s.model else spec.profile.context_window
+    backend = build_backend(spec, context_window=window, **shared.backend_options(spec))
+    cache = ResponseCache(s.cache_dir) if s.cache != "off" else None
+    return ModelClient(backend, cache, s.cache, max(1, s.max_concurrency // shared.workers),
+                       s.plan if plan is None else plan)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def longctx_client(pytestconfig: pytest.Config, longctx_settings: Settings) -> AsyncIterator[ModelClient]:
+    """One client for the model under test per worker process (cache, limiter, plan mode)."""
+    client = make_client(pytestconfig, longctx_settings.model)
+    yield client
+    await client.backend.aclose()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def longctx_judge(pytestconfig: pytest.Config, longctx_settings: Settings,
+                        longctx_client: ModelClient) -> AsyncIterator[ModelClient]:
+    """The judge model's client (--longctx-judge; the model under test when not set)."""
+    if longctx_settings.judge == longctx_settings.model:
+        yield longctx_client
+        return
+    client = make_client(pytestconfig, longctx_settings.judge)
+    yield client
+    await client.backend.aclose()
+
+
+@pytest.fixture
+def longctx_sample() -> int:
+    """Index of the trial within its cell (parametrized by the plugin from --longctx-samples)."""
+    return 0
+
+
+@pytest.fixture
+def longctx(request: pytest.FixtureRequest, longctx_client: ModelClient, longctx_settings: Settings,
+            longctx_sample: int) -> Trial:
+    """The current trial: seeded RNG, ``await longctx.ask(...)``, ``longctx.record(...)``."""
+    item = request.node
+    marker = item.get_closest_marker("longctx")
+    experiment = str(marker.args[0]) if marker and marker.args else item.originalname.removeprefix("test_")
+    params = condition_params(item)
+    seed = trial_seed(longctx_settings.seed, experiment, params, longctx_sample)
+    trial = Trial(experiment=experiment, params=params, sample=longctx_sample, seed=seed,
+                  client=longctx_client, nodeid=item.nodeid, run_seed=longctx_settings.seed)
+    item.stash[TRIAL_KEY] = trial
+    return trial
+
+
+def condition_params(item: pytest.Item) -> dict[str, Any]:
+    """The item's parametrization minus the sample index and names the marker excludes."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None:
+        return {}
+    marker = item.get_closest_marker("longctx")
+    exclude = set(marker.kwargs.get("exclude", ())) if marker else set()
+    return {k: plain(v) for k, v in sorted(callspec.params.items()) if k != SAMPLE_ARG and k not in exclude}

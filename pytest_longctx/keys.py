@@ -1,0 +1,47 @@
+"""Stash keys and the small state objects kept in ``config.stash`` (no module globals)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_longctx.aggregate import Aggregator
+
+if TYPE_CHECKING:
+    from pytest_longctx.models import ModelSpec
+
+
+@dataclass
+class Shared:
+    """What every process (controller and workers) knows: how to reach shared services."""
+
+    workers: int = 1
+    local_url: str | None = None
+
+    def backend_options(self, spec: ModelSpec) -> dict[str, Any]:
+        if spec.provider == "local":
+            return {"base_url": self.local_url}
+        return {}
+
+
+@dataclass
+class RunState:
+    """Controller-only state of one run."""
+
+    aggregator: Aggregator = field(default_factory=Aggregator)
+    plan: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.time)
+    record: dict[str, Any] | None = None
+    stop_reason: str | None = None
+    written: list[str] = field(default_factory=list)
+    server: Any = None
+
+
+SETTINGS_KEY = pytest.StashKey["Settings"]()
+SHARED_KEY = pytest.StashKey[Shared]()
+RUN_KEY = pytest.StashKey[RunState]()
+TRIAL_KEY = pytest.StashKey["Trial"]()
+EMITTED_KEY = pytest.StashKey[bool]()

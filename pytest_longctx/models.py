@@ -1,0 +1,81 @@
+"""Model specs (``provider/name``), their profiles, and the lazy backend registry.
+
+Parsing a spec never imports an SDK: the registry maps provider names to ``module:Class``
+strings that are imported only when a backend is actually built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_longctx.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Facts about a model family that shape default conditions."""
+
+    context_window: int
+    default_samples: int
+    #: USD per million input / output tokens (0 for free models); used by plan estimates.
+    input_price: float = 0.0
+    output_price: float = 0.0
+
+
+#: provider -> "module:Class" of its backend.
+BACKENDS: dict[str, str] = {
+    "fake": "pytest_longctx.backends.fake:FakeBackend",
+    "local": "pytest_longctx.backends.local:LocalBackend",
+    "anthropic": "pytest_longctx.backends.anthropic:AnthropicBackend",
+    "openai": "pytest_longctx.backends.openai_compat:OpenAIBackend",
+}
+
+FAKE_NAMES = ("perfect", "random", "wrong", "error", "flaky")
+LOCAL_NAMES = ("smollm2-135m",)
+
+_ANTHROPIC_PRICES = {  # USD per million tokens (input, output), list prices
+    "opus": (15.0, 75.0),
+    "sonnet": (3.0, 15.0),
+    "haiku": (0.8, 4.0),
+}
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed ``provider/name``."""
+
+    provider: str
+    name: str
+
+    @property
+    def spec(self) -> str:
+        return f"{self.provider}/{self.name}"
+
+    @property
+    def profile(self) -> Profile:
+        if self.provider == "fake":
+            return Profile(context_window=200_000, default_samples=40)
+        if self.provider == "local":
+            return Profile(context_window=8192, default_samples=1)
+        if self.provider == "anthropic":
+            family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")
+            inp, out = _ANTHROPIC_PRICES[family]
+            return Profile(context_window=200_000, default_samples=20, input_price=inp, output_price=out)
+        return Profile(context_window=32_768, default_samples=20)
+
+
+def parse_model_spec(text: str, *, flag: str = "--longctx-model") -> ModelSpec:
+    """Parse and validate ``provider/name``; unknown providers or names are one-line usage errors."""
+    provider, sep, name = text.strip().partition("/")
+    valid = ", ".join(f"{p}/..." for p in BACKENDS)
+    if not sep or not provider or not name:
+        raise UsageError(f"{flag}: expected provider/name, got {text!r} (providers: {valid})")
+    if provider not in BACKENDS:
+        raise UsageError(f"{flag}: unknown provider {provider!r} in {text!r}; valid: {valid}")
+    if provider == "fake" and name not in FAKE_NAMES:
+        raise UsageError(f"{flag}: unknown fake model {name!r}; valid: {', '.join('fake/' + n for n in FAKE_NAMES)}")
+    if provider == "local" and name not in LOCAL_NAMES:
+        raise UsageError(f"{flag}: unknown local model {name!r}; valid: {', '.join('local/' + n for n in LOCAL_NAMES)}")
+    if provider == "anthropic" and not name.startswith("claude"):
+        raise UsageError(f"{flag}: {text!r} is not a Claude model id (expected anthropic/claude-...)")
+    return ModelSpec(provider, name)

@@ -1,0 +1,191 @@
+"""Command-line and ini options, resolved once (CLI > ini > default) into frozen Settings.
+
+Every option is ``--longctx-<noun>`` on the command line and ``longctx_<noun>`` in the ini file.
+Values are validated here, so a bad value is a one-line usage error at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pytest_longctx.errors import UsageError
+from pytest_longctx.gating import Threshold, parse_threshold
+from pytest_longctx.models import ModelSpec, parse_model_spec
+
+DEFAULT_MODEL = "local/smollm2-135m"
+CACHE_MODES = ("on", "off", "replay", "refresh")
+
+
+@dataclass(frozen=True)
+class OptionDef:
+    """One option: its noun, default, help text, and whether it is a list."""
+
+    noun: str
+    default: str | None
+    help: str
+    is_list: bool = False
+
+    @property
+    def dest(self) -> str:
+        return "longctx_" + self.noun.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return "--longctx-" + self.noun
+
+
+OPTIONS: tuple[OptionDef, ...] = (
+    OptionDef("model", DEFAULT_MODEL, "model under test as provider/name, e.g. fake/perfect, local/smollm2-135m, "
+              "anthropic/claude-sonnet-4-5, openai/<name> (default: %(default)s)"),
+    OptionDef("seed", "0", "seed every random choice flows from (default: 0)"),
+    OptionDef("samples", None, "trials per condition cell (default: the model's profile: fake 40, local 1, remote 20)"),
+    OptionDef("report-dir", "reports", "where longctx.json, longctx.html and the run history go (default: reports)"),
+    OptionDef("threshold", None, "gate expression SELECTOR:SPEC, repeatable, e.g. '*:0.8', "
+              "'experiment=lrt,shuffle=none:0.95', '*:max-drop=0.05/sig' (default: none)", is_list=True),
+    OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
+    OptionDef("cache", "on", "response cache: on, off, replay (fail trials whose response is not cached), "
+              "refresh (ignore and overwrite entries) (default: on)"),
+    OptionDef("cache-dir", None, "response cache directory shared by all workers (default: .longctx-cache)"),
+    OptionDef("max-concurrency", "16", "model requests in flight across all workers (default: 16)"),
+    OptionDef("context-window", None, "override the model's usable context window in tokens (default: the model's)"),
+    OptionDef("data-dir", None, "folder holding corpora such as FR-<date>.xml; also $LONGCTX_DATA_DIR (default: none)"),
+    OptionDef("fr-date", "2024-02-12", "Federal Register issue date for the qa experiment (default: 2024-02-12)"),
+    OptionDef("docs", None, "folder of your own documents for the docs experiment (default: fixtures/docs)"),
+    OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
+    OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost (default: false)"),
+    OptionDef("scoring", "generate", "multiple choice: generate (read the answer letter) or logprob "
+              "(likelihood of each letter; local models) (default: generate)"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved options of one run."""
+
+    model: ModelSpec
+    seed: int
+    samples: int
+    report_dir: Path
+    thresholds: tuple[Threshold, ...]
+    compare: Path | None
+    cache: str
+    cache_dir: Path
+    max_concurrency: int
+    context_window: int
+    data_dir: str | None
+    fr_date: str
+    docs: Path | None
+    judge: ModelSpec
+    plan: bool
+    scoring: str
+    rootdir: Path = field(default=Path("."))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "model": self.model.spec,
+            "provider": self.model.provider,
+            "seed": self.seed,
+            "samples": self.samples,
+            "cache": self.cache,
+            "max_concurrency": self.max_concurrency,
+            "context_window": self.context_window,
+            "thresholds": [t.text for t in self.thresholds],
+            "compare": str(self.compare) if self.compare else None,
+            "fr_date": self.fr_date,
+            "docs": str(self.docs) if self.docs else None,
+            "judge": self.judge.spec,
+            "plan": self.plan,
+            "scoring": self.scoring,
+        }
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the ``longctx`` option group and its ini twins."""
+    group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
+    for opt in OPTIONS:
+        action = "append" if opt.is_list else "store"
+        group.addoption(opt.flag, action=action, dest=opt.dest, default=None, metavar=opt.noun.upper().replace("-", "_"),
+                        help=opt.help.replace("%(default)s", str(opt.default)))
+        parser.addini(opt.dest, help=opt.help.replace("%(default)s", str(opt.default)),
+                      type="linelist" if opt.is_list else "string", default=[] if opt.is_list else None)
+
+
+def _raw(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
+    cli = config.getoption(opt.dest)
+    if cli is not None:
+        return list(cli) if opt.is_list else str(cli)
+    ini = config.getini(opt.dest)
+    if opt.is_list:
+        return list(ini or [])
+    return str(ini) if ini not in (None, "") else opt.default
+
+
+def _int(opt: OptionDef, value: str | None, low: int) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise UsageError(f"{opt.flag}: expected a whole number, got {value!r}") from None
+    if number < low:
+        raise UsageError(f"{opt.flag}: must be >= {low}, got {number}")
+    return number
+
+
+def _bool(opt: OptionDef, value: str | None) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", "none", ""):
+        return False
+    raise UsageError(f"{opt.flag}: expected true or false, got {value!r}")
+
+
+def resolve(config: pytest.Config) -> Settings:
+    """Read every option once; raise UsageError (one line) on the first bad value."""
+    raw = {opt.noun: _raw(config, opt) for opt in OPTIONS}
+    by = {opt.noun: opt for opt in OPTIONS}
+    model = parse_model_spec(str(raw["model"]), flag=by["model"].flag)
+    judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
+    samples = _int(by["samples"], raw["samples"], 1) if raw["samples"] is not None else model.profile.default_samples
+    window = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
+              else model.profile.context_window)
+    cache = str(raw["cache"])
+    if cache not in CACHE_MODES:
+        raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")
+    thresholds = tuple(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))  # type: ignore[union-attr]
+    rootdir = Path(str(config.rootpath))
+    compare = Path(str(raw["compare"])) if raw["compare"] else None
+    if compare is not None and not compare.is_file():
+        raise UsageError(f"{by['compare'].flag}: {compare} not found; pass an earlier run's longctx.json")
+    scoring = str(raw["scoring"])
+    if scoring not in ("generate", "logprob"):
+        raise UsageError(f"{by['scoring'].flag}: expected generate or logprob, got {scoring!r}")
+    docs = Path(str(raw["docs"])) if raw["docs"] else None
+    if docs is not None and not docs.is_absolute():
+        docs = rootdir / docs
+    if docs is not None and not docs.is_dir():
+        raise UsageError(f"{by['docs'].flag}: {docs} is not a folder; point it at a folder of .txt/.md documents")
+    report_dir = Path(str(raw["report-dir"]))
+    cache_dir = Path(str(raw["cache-dir"])) if raw["cache-dir"] else Path(os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache"))
+    return Settings(
+        model=model,
+        seed=_int(by["seed"], raw["seed"], 0),
+        samples=samples,
+        report_dir=report_dir if report_dir.is_absolute() else rootdir / report_dir,
+        thresholds=thresholds,
+        compare=compare,
+        cache=cache,
+        cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
+        max_concurrency=_int(by["max-concurrency"], raw["max-concurrency"], 1),
+        context_window=window,
+        data_dir=str(raw["data-dir"]) if raw["data-dir"] else None,
+        fr_date=str(raw["fr-date"]),
+        docs=docs,
+        judge=judge,
+        plan=_bool(by["plan"], raw["plan"]),
+        scoring=scoring,
+        rootdir=rootdir,
+    )

@@ -1,0 +1,62 @@
+"""The terminal summary: one row per condition cell, the gate verdict, usage, written files."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from pytest_longctx.gating import cell_verdict
+from pytest_longctx.options import Settings
+
+
+def _params(params: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in params.items()) or "-"
+
+
+def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -> None:
+    record = state.record
+    if record is None:
+        return
+    if record.get("plan") is not None:
+        from pytest_longctx.plan import format_plan
+
+        tr.write_sep("=", "longctx plan (dry run: nothing was sent)")
+        for line in format_plan(record["plan"]):
+            tr.write_line(line)
+    cells = record["cells"]
+    if not cells:
+        return
+    tr.write_sep("=", f"longctx: {settings.model.spec}  seed={settings.seed}  samples={settings.samples}")
+    rows = [("experiment", "params", "n", "acc", "95% CI", "err", "verdict")]
+    for cell in cells:
+        cmp = cell.get("compare")
+        verdict = cell_verdict(cell)
+        if cmp is not None:
+            verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f} vs base{'*' if cmp['significant_drop'] else ''})"
+        rows.append((cell["experiment"], _params(cell["params"]), str(cell["n"]), f"{cell['accuracy']:.3f}",
+                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", str(cell["errors"]), verdict))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for i, row in enumerate(rows):
+        tr.write_line("  ".join(col.ljust(w) if j < 2 else col.rjust(w) if j < 6 else col
+                                for j, (col, w) in enumerate(zip(row, widths))).rstrip(), bold=i == 0)
+    usage = record["usage"]
+    tr.write_line(f"usage: {usage['trials']} trials, {usage['calls']} model calls, {usage['cache_hits']} cache hits, "
+                  f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens")
+    gate = record["gate"]
+    if gate["status"] != "none":
+        counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v)
+        tr.write_line(f"gate: {gate['status'].upper()} ({counts})"
+                      + (f" -> exit code {gate['exit_code']}" if gate["status"] == "fail" else ""),
+                      red=gate["status"] == "fail", green=gate["status"] == "pass")
+    if record.get("comparison"):
+        c = record["comparison"]
+        tr.write_line(f"compared with {c['baseline_model']} ({c['cells_compared']} cells, "
+                      f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
+    if record.get("compare_error"):
+        tr.write_line(f"compare: {record['compare_error']}", red=True)
+    if state.stop_reason:
+        tr.write_line(f"longctx: run stopped: {state.stop_reason}", red=True)
+    for path in state.written:
+        tr.write_line(f"longctx report: {path}")
