@@ -6,6 +6,7 @@ asserts correctness with a plain ``assert``. The plugin turns the outcome into a
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import random
@@ -21,20 +22,29 @@ RAW_LIMIT = 4000
 
 
 def plain(value: Any) -> Any:
-    """A JSON-safe copy of a condition value (numpy scalars, enums, paths become plain values)."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    """A JSON-safe copy of a condition value (numpy scalars, enums, paths become plain values).
+
+    The result holds exact builtin types only: execnet cannot send subclasses such as
+    ``numpy.float64`` or ``numpy.str_`` from a worker, even though they pass ``isinstance`` checks.
+    """
+    if value is None or type(value) in (bool, int, float, str):
         return value
     if isinstance(value, (list, tuple)):
         return [plain(v) for v in value]
     if isinstance(value, dict):
         return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, enum.Enum):
+        return plain(value.value)
     item = getattr(value, "item", None)
     if callable(item):
         try:
             return plain(item())
         except (TypeError, ValueError):
             pass
-    return str(getattr(value, "value", value))
+    for kind in (bool, int, float, str):  # other subclasses of builtins
+        if isinstance(value, kind):
+            return kind(value)
+    return str(value)
 
 
 def trial_seed(seed: int, experiment: str, params: dict[str, Any], sample: int) -> int:

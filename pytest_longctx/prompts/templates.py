@@ -1,0 +1,75 @@
+"""Every prompt the suite sends. Change a template's text → bump its version (cache keys use both).
+
+Rendered prompts for fixed seeds are snapshot-tested (tests/__snapshots__), so any change here
+shows up as a reviewed diff.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Template:
+    """A named, versioned format string."""
+
+    id: str
+    version: int
+    text: str
+
+    @property
+    def ref(self) -> str:
+        """``id@version``, recorded in requests and cache keys."""
+        return f"{self.id}@{self.version}"
+
+    def render(self, **values: Any) -> str:
+        return self.text.format(**values)
+
+
+MCQA = Template("mcqa", 1, """\
+Here are some documents from the Federal Register:
+<documents>
+{context}
+</documents>
+{examples}
+{instructions}
+
+<question>{question}</question>
+<options>
+{options}
+</options>""")
+
+MCQA_PLAIN_INSTRUCTIONS = Template("mcqa-plain", 1, """\
+Answer the multiple-choice question below using the documents. Reply with the letter of the \
+correct option inside <answer></answer> tags, e.g. <answer>C</answer>, and nothing else.""")
+
+MCQA_SCRATCHPAD_INSTRUCTIONS = Template("mcqa-scratchpad", 1, """\
+Answer the multiple-choice question below using the documents. First, find the 2-3 quotes from \
+the documents that are most relevant to the question and copy them word for word inside \
+<scratchpad></scratchpad> tags. Then reply with the letter of the correct option inside \
+<answer></answer> tags, e.g. <answer>C</answer>.""")
+
+MCQA_EXAMPLES = Template("mcqa-examples", 1, """
+Here are example questions with their correct answers:
+{examples}
+""")
+
+MCQA_EXAMPLE = Template("mcqa-example", 1, """\
+<example>
+<question>{question}</question>
+<options>
+{options}
+</options>
+{scratchpad}<answer>{letter}</answer>
+</example>""")
+
+LRT = Template("lrt-file", 1, "{file}")
+
+ALL: tuple[Template, ...] = (MCQA, MCQA_PLAIN_INSTRUCTIONS, MCQA_SCRATCHPAD_INSTRUCTIONS, MCQA_EXAMPLES,
+                             MCQA_EXAMPLE, LRT)
+TEMPLATES: dict[str, Template] = {t.id: t for t in ALL}
+
+
+def get(template_id: str) -> Template:
+    return TEMPLATES[template_id]

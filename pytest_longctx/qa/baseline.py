@@ -1,0 +1,49 @@
+"""Right-section baseline results per model, kept across runs, used to filter long-context cells.
+
+The ``qa-baseline`` experiment asks each question with only its own section. Its per-question
+outcomes are merged into ``<cache-dir>/baseline/<provider>__<model>.json`` at the end of a run;
+later runs exclude questions this model missed there from the ``qa`` cells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+EXPERIMENT = "qa-baseline"
+
+
+def baseline_path(cache_dir: Path, model_spec: str) -> Path:
+    return cache_dir / "baseline" / (model_spec.replace("/", "__").replace(":", "_") + ".json")
+
+
+def load(cache_dir: Path, model_spec: str) -> dict[str, bool]:
+    """Question id → answered correctly with the right section (empty when never run)."""
+    path = baseline_path(cache_dir, model_spec)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError:
+        return {}
+    return {str(k): bool(v) for k, v in data.get("questions", {}).items()}
+
+
+def update_from_record(record: dict[str, Any], cache_dir: Path) -> Path | None:
+    """Merge this run's qa-baseline outcomes (errors excluded) into the model's file."""
+    found = {t["item"]: t["outcome"] == "correct" for t in record["trials"]
+             if t["experiment"] == EXPERIMENT and t["outcome"] != "error" and t.get("item")}
+    if not found:
+        return None
+    model = record["settings"]["model"]
+    merged = {**load(cache_dir, model), **found}
+    path = baseline_path(cache_dir, model)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump({"model": model, "questions": dict(sorted(merged.items()))}, fh, indent=1)
+    os.replace(tmp, path)
+    return path

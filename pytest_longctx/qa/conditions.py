@@ -1,0 +1,23 @@
+"""Default condition axes of the QA experiment, sized to the model's context window."""
+
+from __future__ import annotations
+
+#: Tokens kept free for instructions, up to five examples, the question and a scratchpad answer.
+RESERVE = 2500
+CANDIDATES = (2_000, 8_000, 32_000, 64_000, 100_000, 150_000, 190_000)
+SMALL_WINDOW = 8192
+
+
+def qa_sizes(window: int, *, depth: bool = False) -> list[int]:
+    """Context budgets for a model with ``window`` tokens.
+
+    Small CPU models (window <= 8192) get sizes that keep the default run within minutes on two
+    cores; large windows get up to four sizes spread from short to nearly full.
+    """
+    if window <= SMALL_WINDOW:
+        return [1000, 3000] if depth else [1500]
+    fits = [c for c in CANDIDATES if c <= window - RESERVE]
+    if len(fits) <= 4:
+        return fits
+    step = (len(fits) - 1) / 3
+    return [fits[round(i * step)] for i in range(4)]

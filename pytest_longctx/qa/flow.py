@@ -1,0 +1,34 @@
+"""One multiple-choice trial from start to finish, shared by the qa experiment and its controls."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.qa.mcqa import Shuffled, build_request, ideal_output, shuffle_options
+from pytest_longctx.qa.questions import Question
+from pytest_longctx.scoring import extract_choice
+from pytest_longctx.trial import Trial
+
+
+def option_rng(seed: int, question: Question, sample: int) -> random.Random:
+    """Option order depends on the question and sample only, so every prompt variant sees the same order."""
+    return random.Random(f"{seed}|options|{question.id}|{sample}")
+
+
+async def ask_mc(trial: Trial, question: Question, context: str, *, prompt: str = "plain",
+                 examples: Sequence[Shuffled] = (), detail: dict[str, Any] | None = None) -> tuple[str | None, str]:
+    """Ask one shuffled question over ``context``; record expected/given letters; return (given, expected)."""
+    item = shuffle_options(question, option_rng(trial.run_seed, question, trial.sample))
+    request = build_request(context, item, prompt, examples)
+    oracle = Oracle(ideal_output(item.letter, prompt, question.evidence),
+                    tuple(ideal_output(x, prompt, question.evidence) for x in item.wrong_letters()))
+    raw = await trial.ask(request, oracle=oracle)
+    given = extract_choice(raw, item.options)
+    trial.record(item=question.id, expected=item.letter, answer=given, section=question.section_id,
+                 kind=question.kind, question=question.question, options=list(item.options),
+                 unreadable=given is None, examples=[e.question.id for e in examples],
+                 tokenizer=trial.tokenizer, **(detail or {}))
+    return given, item.letter

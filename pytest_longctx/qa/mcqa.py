@@ -1,0 +1,73 @@
+"""Rendering multiple-choice QA prompts: option shuffling, example blocks, the 8 prompt variants."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_longctx.backends.base import Request
+from pytest_longctx.prompts import templates as T
+from pytest_longctx.qa.questions import Question
+from pytest_longctx.scoring import LETTERS
+
+PROMPTS = ("plain", "scratchpad")
+EXAMPLES = ("none", "unrelated-2", "context-2", "context-5")
+MAX_TOKENS = {"plain": 32, "scratchpad": 400}
+
+
+@dataclass(frozen=True)
+class Shuffled:
+    """A question with its options in shown order and the expected letter."""
+
+    question: Question
+    options: tuple[str, ...]
+    letter: str
+
+    def wrong_letters(self) -> tuple[str, ...]:
+        return tuple(x for x in LETTERS[: len(self.options)] if x != self.letter)
+
+
+def shuffle_options(question: Question, rng: random.Random) -> Shuffled:
+    """Options in a seeded random order; the expected letter follows the answer."""
+    options = list(question.options)
+    rng.shuffle(options)
+    return Shuffled(question, tuple(options), LETTERS[options.index(question.answer)])
+
+
+def format_options(options: Sequence[str]) -> str:
+    return "\n".join(f"{LETTERS[i]}. {opt}" for i, opt in enumerate(options))
+
+
+def example_count(examples: str) -> int:
+    return 0 if examples == "none" else int(examples.rsplit("-", 1)[1])
+
+
+def render_example(item: Shuffled, scratchpad: bool) -> str:
+    pad = f"<scratchpad>\n\"{item.question.evidence.strip()}\"\n</scratchpad>\n" if scratchpad else ""
+    return T.MCQA_EXAMPLE.render(question=item.question.question, options=format_options(item.options),
+                                 scratchpad=pad, letter=item.letter)
+
+
+def build_request(context: str, item: Shuffled, prompt: str, examples: Sequence[Shuffled]) -> Request:
+    """The full request for one trial: documents, optional examples, instructions, the question."""
+    if prompt not in PROMPTS:
+        raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
+    scratchpad = prompt == "scratchpad"
+    block = ""
+    if examples:
+        block = T.MCQA_EXAMPLES.render(examples="\n".join(render_example(e, scratchpad) for e in examples))
+    instructions = (T.MCQA_SCRATCHPAD_INSTRUCTIONS if scratchpad else T.MCQA_PLAIN_INSTRUCTIONS).render()
+    text = T.MCQA.render(context=context, examples=block, instructions=instructions,
+                         question=item.question.question, options=format_options(item.options))
+    refs = [T.MCQA.ref, (T.MCQA_SCRATCHPAD_INSTRUCTIONS if scratchpad else T.MCQA_PLAIN_INSTRUCTIONS).ref]
+    if examples:
+        refs += [T.MCQA_EXAMPLES.ref, T.MCQA_EXAMPLE.ref]
+    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs), choices=())
+
+
+def ideal_output(letter: str, prompt: str, evidence: str) -> str:
+    """What a perfect model would write (used as the fake models' oracle)."""
+    if prompt == "scratchpad":
+        return f"<scratchpad>\n\"{evidence}\"\n</scratchpad>\n<answer>{letter}</answer>"
+    return f"<answer>{letter}</answer>"
