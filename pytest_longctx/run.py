@@ -89,11 +89,20 @@ def finish_run(session: pytest.Session) -> None:
     state.record = record
     if not state.aggregator.trials and not settings.plan:
         return
+    from pytest_longctx.qa.baseline import update_from_record
+
+    try:
+        stored = update_from_record(record, settings.cache_dir)
+    except OSError as exc:
+        stored = None
+        state.written.append(f"could not store the qa-baseline results: {exc}")
+    if stored is not None:
+        record["settings"]["qa_baseline_file"] = str(stored)
     from pytest_longctx.reporting.writer import write_reports
 
     try:
-        state.written = write_reports(record, settings.report_dir)
+        state.written += write_reports(record, settings.report_dir)
     except OSError as exc:
-        state.written = [f"could not write reports to {settings.report_dir}: {exc}"]
+        state.written.append(f"could not write reports to {settings.report_dir}: {exc}")
     if record["gate"]["status"] == "fail" and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = record["gate"]["exit_code"]

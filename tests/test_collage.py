@@ -1,0 +1,102 @@
+"""The randomized collage: relevant section exactly once, at the requested token depth, within budget."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_longctx.context.collage import Piece, build_collage, depth_of, render
+from pytest_longctx.corpus.federal_register import load_issue
+from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.qa.experiment import QaData
+from pytest_longctx.qa.questions import load_questions
+from tests.shared_data import FR_XML, QUESTIONS
+
+
+def pieces(n: int, rng: random.Random) -> list[Piece]:
+    return [Piece(f"p{i:03d}", f"text {i}", rng.randint(50, 500)) for i in range(n)]
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("position", ["beginning", "middle", "end", 0, 25, 50, 75, 100])
+def test_gold_once_within_budget_at_depth(seed: int, position: str | int) -> None:
+    rng = random.Random(seed)
+    all_pieces = pieces(60, rng)
+    gold, others = all_pieces[0], all_pieces[1:]
+    budget = rng.randint(1500, 8000)
+    collage = build_collage(gold, others, budget, position, random.Random(seed))
+    assert collage.ids().count(gold.id) == 1
+    assert collage.tokens <= budget
+    assert collage.tokens == sum(p.tokens for p in collage.pieces)
+    fillers = [p for p in collage.pieces if p.id != gold.id]
+    target = depth_of(position) / 100 * sum(p.tokens for p in fillers)
+    # within one section's granularity of the requested depth
+    assert abs(collage.gold_offset - target) <= max(p.tokens for p in fillers)
+    if depth_of(position) == 0:
+        assert collage.gold_index == 0
+    if depth_of(position) == 100:
+        assert collage.gold_index == len(collage.pieces) - 1
+
+
+def test_middle_is_token_depth_not_chunk_index() -> None:
+    big = [Piece(f"b{i}", "x", 1000) for i in range(3)]
+    small = [Piece(f"s{i}", "x", 10) for i in range(30)]
+    gold = Piece("gold", "g", 100)
+    from pytest_longctx.context.collage import place
+
+    collage = place(gold, big + small, 50)
+    # the fillers hold 3300 tokens; the middle is at 1650, i.e. after the second big section
+    assert collage.gold_offset in (1000, 2000)
+    assert collage.gold_index in (1, 2)
+
+
+def test_budget_smaller_than_gold_is_an_error() -> None:
+    with pytest.raises(ValueError, match="more than the budget"):
+        build_collage(Piece("g", "x", 900), [], 500, "middle", random.Random(0))
+
+
+def test_same_seed_same_collage() -> None:
+    ps = pieces(40, random.Random(1))
+    a = build_collage(ps[0], ps[1:], 4000, 50, random.Random(7))
+    b = build_collage(ps[0], ps[1:], 4000, 50, random.Random(7))
+    assert a == b
+
+
+@pytest.fixture(scope="module")
+def qa(tmp_path_factory: pytest.TempPathFactory) -> QaData:
+    counter = TiktokenCounter()
+    tmp = tmp_path_factory.mktemp("qa")
+    issue = load_issue(FR_XML, "2024-02-12", counter, tmp)
+    return QaData.load(issue, load_questions(QUESTIONS), counter.count, counter.name, tmp, 0, "fake/perfect")
+
+
+@pytest.mark.parametrize("budget", [2000, 8000, 32000])
+def test_real_context_token_count_stays_within_budget(qa: QaData, budget: int) -> None:
+    counter = TiktokenCounter()
+    for sample in range(10):
+        q = qa.question(sample, budget)
+        collage = qa.collage(q, budget, 50, random.Random(sample))
+        text = qa.render(collage)
+        assert text.count(qa.pieces[q.section_id].text.strip("\n")) == 1
+        actual = counter.count(text)
+        assert actual <= budget, (actual, collage.tokens)
+        assert abs(actual - collage.tokens) <= len(collage.pieces) + 2
+
+
+def test_context_examples_come_from_sections_in_the_context(qa: QaData) -> None:
+    for sample in range(20):
+        q = qa.question(sample, 8000)
+        collage = qa.collage(q, 8000, 25, random.Random(sample))
+        examples = qa.context_examples(collage, q, 5, random.Random(sample))
+        assert examples
+        present = set(collage.ids()) - {q.section_id}
+        for e in examples:
+            assert e.question.section_id in present
+            assert e.question.id != q.id
+
+
+def test_render_separates_sections_clearly() -> None:
+    ps = [Piece("a", "alpha", 5), Piece("b", "beta", 5)]
+    collage = build_collage(ps[0], ps[1:], 100, "end", random.Random(0))
+    assert render(collage) == "<section>\nbeta\n</section>\n\n<section>\nalpha\n</section>"

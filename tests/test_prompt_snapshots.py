@@ -1,0 +1,50 @@
+"""Rendered prompts and built contexts for fixed seeds. A template change shows up as a snapshot diff.
+
+Update deliberately with ``pytest tests/test_prompt_snapshots.py --snapshot-update`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_longctx.context.lrt import build_file
+from pytest_longctx.corpus.federal_register import load_issue
+from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.prompts.templates import LRT
+from pytest_longctx.qa.experiment import QaData
+from pytest_longctx.qa.mcqa import EXAMPLES, PROMPTS, build_request, example_count, shuffle_options
+from pytest_longctx.qa.questions import load_questions
+from tests.shared_data import FR_XML, QUESTIONS, ROOT
+
+
+@pytest.fixture(scope="module")
+def qa(tmp_path_factory: pytest.TempPathFactory) -> QaData:
+    counter = TiktokenCounter()
+    tmp = tmp_path_factory.mktemp("qa")
+    issue = load_issue(FR_XML, "2024-02-12", counter, tmp)
+    return QaData.load(issue, load_questions(QUESTIONS), counter.count, counter.name, tmp, 0, "fake/perfect")
+
+
+@pytest.mark.parametrize("examples", EXAMPLES)
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_mcqa_prompt(snapshot, qa: QaData, prompt: str, examples: str) -> None:
+    question = qa.question(0, 1500)
+    collage = qa.collage(question, 1500, "middle", random.Random(0))
+    rng = random.Random(1)
+    if examples.startswith("context"):
+        shots = qa.context_examples(collage, question, example_count(examples), rng)
+    elif examples.startswith("unrelated"):
+        unrelated = load_questions(ROOT / "fixtures" / "qa" / "unrelated_examples.jsonl")
+        shots = [shuffle_options(q, rng) for q in unrelated]
+    else:
+        shots = []
+    request = build_request(qa.render(collage), shuffle_options(question, random.Random(2)), prompt, shots)
+    assert request.to_json() == snapshot
+
+
+def test_lrt_file(snapshot) -> None:
+    for mode in ("none", "full", "block-4"):
+        file = build_file(20, mode, random.Random(0))
+        assert LRT.render(file=file.text) == snapshot(name=mode)
