@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_longctx.backends.base import Backend, Completion, Request, request_key
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.backends.fake import Oracle
 from pytest_longctx.errors import NotCachedError
+
+if TYPE_CHECKING:
+    from pytest_longctx.prefetch import Waiter
 
 
 class Planned(Exception):
@@ -30,6 +35,10 @@ class ModelClient:
     cache_mode: str = "on"
     max_concurrency: int = 16
     plan: bool = False
+    #: With ``plan``: append every planned request (full JSON) to this file.
+    plan_out: Path | None = None
+    #: Prefetch/batch: planned requests are answered by the controller through the cache.
+    waiter: Waiter | None = None
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
 
     @property
@@ -42,6 +51,8 @@ class ModelClient:
     async def complete(self, request: Request, oracle: Oracle | None = None) -> Completion:
         """Answer from the cache when possible, else call the backend (errors are never cached)."""
         key = self.key(request)
+        if not self.plan and self.waiter is not None and self.waiter.expects(key):
+            return await self.waiter.wait(key)  # sent up front by the controller in this run
         use_cache = self.cache is not None and self.cache_mode != "off" and self.backend.provider != "fake"
         if use_cache and self.cache_mode != "refresh":
             assert self.cache is not None
@@ -72,6 +83,22 @@ class ModelClient:
 
     def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
         text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
-        return {"key": key, "model": self.spec, "template": request.template, "cached": cached,
-                "input_tokens": self.backend.count_tokens(text), "max_tokens": request.max_tokens,
-                "tokenizer": self.backend.tokenizer}
+        entry = {"key": key, "model": self.spec, "template": request.template, "cached": cached,
+                 "input_tokens": self.backend.count_tokens(text), "max_tokens": request.max_tokens,
+                 "tokenizer": self.backend.tokenizer}
+        if self.plan_out is not None and not cached:
+            append_line(self.plan_out, json.dumps({**entry, "request": request.to_json()}, ensure_ascii=False))
+        return entry
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line under an exclusive lock, so parallel writers never interleave."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fh.write(line + "\n")
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

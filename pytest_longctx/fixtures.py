@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,8 +34,13 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
     window = s.context_window if spec == s.model else spec.profile.context_window
     backend = build_backend(spec, context_window=window, **shared.backend_options(spec))
     cache = ResponseCache(s.cache_dir) if s.cache != "off" else None
-    return ModelClient(backend, cache, s.cache, max(1, s.max_concurrency // shared.workers),
-                       s.plan if plan is None else plan)
+    waiter = None
+    if shared.prefetch_dir and cache is not None and spec == s.model:
+        from pytest_longctx.prefetch import Waiter
+
+        waiter = Waiter(Path(shared.prefetch_dir), cache)
+    return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
+                       plan_out=s.plan_out, waiter=waiter)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

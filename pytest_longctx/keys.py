@@ -20,10 +20,20 @@ class Shared:
 
     workers: int = 1
     local_url: str | None = None
+    #: Work folder of the controller's prefetch/batch (planned keys, error files), if active.
+    prefetch_dir: str | None = None
+    max_concurrency: int = 16
+    seed: int = 0
+
+    def share(self) -> int:
+        """This process's fair share of the run's concurrency."""
+        return max(1, self.max_concurrency // self.workers)
 
     def backend_options(self, spec: ModelSpec) -> dict[str, Any]:
         if spec.provider == "local":
             return {"base_url": self.local_url}
+        if spec.provider in ("anthropic", "openai"):
+            return {"max_concurrency": self.share(), "seed": self.seed}
         return {}
 
 
@@ -38,6 +48,12 @@ class RunState:
     stop_reason: str | None = None
     written: list[str] = field(default_factory=list)
     server: Any = None
+    dispatcher: Any = None
+    services_started: bool = False
+    notes: list[str] = field(default_factory=list)
+    batch: Any = None
+    collected: int = 0
+    last_progress: float = 0.0
 
 
 SETTINGS_KEY = pytest.StashKey["Settings"]()

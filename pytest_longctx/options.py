@@ -55,8 +55,23 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("data-dir", None, "folder holding corpora such as FR-<date>.xml; also $LONGCTX_DATA_DIR (default: none)"),
     OptionDef("fr-date", "2024-02-12", "Federal Register issue date for the qa experiment (default: 2024-02-12)"),
     OptionDef("docs", None, "folder of your own documents for the docs experiment (default: fixtures/docs)"),
+    OptionDef("docs-review", "required", "which QA items of the docs folder are used: required (approved only) or "
+              "optional (approved and pending) (default: required)"),
+    OptionDef("docs-scorer", "subspan", "primary scorer of the docs experiment: subspan, em, f1 or judge "
+              "(default: subspan)"),
+    OptionDef("docs-judge", "true", "also grade every docs answer with the judge model (default: true)"),
+    OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the model's "
+              "window minus 512 for question and answer, at most 2048 for local models)"),
     OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
     OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost (default: false)"),
+    OptionDef("plan-out", None, "with --longctx-plan: also write every planned request to this JSONL file "
+              "(default: none)"),
+    OptionDef("prefetch", "auto", "send every request of the run up front with --longctx-max-concurrency in flight, "
+              "so tests find their answers cached: auto (remote models with the cache on), on, off (default: auto)"),
+    OptionDef("batch", "false", "send the run's requests through the Message Batches API (half price), wait, "
+              "then score; resumable (anthropic only) (default: false)"),
+    OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
+              "tiktoken (anthropic only; counts are cached) (default: false)"),
     OptionDef("scoring", "generate", "multiple choice: generate (read the answer letter) or logprob "
               "(likelihood of each letter; local models) (default: generate)"),
 )
@@ -82,6 +97,14 @@ class Settings:
     judge: ModelSpec
     plan: bool
     scoring: str
+    plan_out: Path | None = None
+    prefetch: str = "auto"
+    batch: bool = False
+    exact_tokens: bool = False
+    docs_review: str = "required"
+    docs_scorer: str = "subspan"
+    docs_judge: bool = True
+    docs_context: int = 0
     rootdir: Path = field(default=Path("."))
 
     def to_json(self) -> dict[str, object]:
@@ -100,6 +123,13 @@ class Settings:
             "judge": self.judge.spec,
             "plan": self.plan,
             "scoring": self.scoring,
+            "prefetch": self.prefetch,
+            "batch": self.batch,
+            "exact_tokens": self.exact_tokens,
+            "docs_review": self.docs_review,
+            "docs_scorer": self.docs_scorer,
+            "docs_judge": self.docs_judge,
+            "docs_context": self.docs_context,
         }
 
 
@@ -168,6 +198,26 @@ def resolve(config: pytest.Config) -> Settings:
         docs = rootdir / docs
     if docs is not None and not docs.is_dir():
         raise UsageError(f"{by['docs'].flag}: {docs} is not a folder; point it at a folder of .txt/.md documents")
+    docs_review, docs_scorer = str(raw["docs-review"]), str(raw["docs-scorer"])
+    if docs_review not in ("required", "optional"):
+        raise UsageError(f"{by['docs-review'].flag}: expected required or optional, got {docs_review!r}")
+    if docs_scorer not in ("subspan", "em", "f1", "judge"):
+        raise UsageError(f"{by['docs-scorer'].flag}: expected subspan, em, f1 or judge, got {docs_scorer!r}")
+    docs_judge = _bool(by["docs-judge"], str(raw["docs-judge"]))
+    if docs_scorer == "judge" and not docs_judge:
+        raise UsageError(f"{by['docs-scorer'].flag}: judge needs {by['docs-judge'].flag} true")
+    docs_context = (_int(by["docs-context"], str(raw["docs-context"]), 128) if raw["docs-context"] is not None
+                    else min(max(window - 512, window // 2), 2048 if model.provider == "local" else window))
+    prefetch = str(raw["prefetch"])
+    if prefetch not in ("auto", "on", "off"):
+        raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
+    batch = _bool(by["batch"], raw["batch"])
+    exact_tokens = _bool(by["exact-tokens"], raw["exact-tokens"])
+    if (batch or exact_tokens) and model.provider != "anthropic":
+        flag = by["batch"].flag if batch else by["exact-tokens"].flag
+        raise UsageError(f"{flag}: only anthropic/* models support it, not {model.spec}")
+    if batch and cache == "off":
+        raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
     report_dir = Path(str(raw["report-dir"]))
     cache_dir = Path(str(raw["cache-dir"])) if raw["cache-dir"] else Path(os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache"))
     return Settings(
@@ -187,5 +237,13 @@ def resolve(config: pytest.Config) -> Settings:
         judge=judge,
         plan=_bool(by["plan"], raw["plan"]),
         scoring=scoring,
+        plan_out=Path(str(raw["plan-out"])) if raw["plan-out"] else None,
+        prefetch=prefetch,
+        batch=batch,
+        exact_tokens=exact_tokens,
+        docs_review=docs_review,
+        docs_scorer=docs_scorer,
+        docs_judge=docs_judge,
+        docs_context=docs_context,
         rootdir=rootdir,
     )

@@ -24,8 +24,12 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     * Plan mode: the test ends skipped and carries the request it would have sent.
     """
     trial = item.stash.get(TRIAL_KEY, None)
-    if report.when == "setup" and report.failed and trial is None and item.get_closest_marker("longctx"):
-        _emit(item, report, _setup_error_record(item, call))
+    if report.when == "setup" and report.failed and (trial is not None or item.get_closest_marker("longctx")):
+        # A fixture failed, before or after ``longctx`` itself was set up: an error of the cell, never a wrong answer.
+        record = _setup_error_record(item, call)
+        if trial is not None:
+            record.update(experiment=trial.experiment, params=trial.params, sample=trial.sample, seed=trial.seed)
+        _emit(item, report, record)
         _shorten(call, report)
         return
     if trial is None or report.when != "call" or item.stash.get(EMITTED_KEY, False):

@@ -40,13 +40,23 @@ def pytest_configure(config: pytest.Config) -> None:
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         config.stash[SHARED_KEY] = Shared(workers=int(workerinput.get("longctx_workers", 1)),
-                                          local_url=workerinput.get("longctx_local_url"))
+                                          local_url=workerinput.get("longctx_local_url"),
+                                          prefetch_dir=workerinput.get("longctx_prefetch_dir"),
+                                          max_concurrency=settings.max_concurrency, seed=settings.seed)
         return
     numprocesses = getattr(config.option, "numprocesses", None) or 0
     dist = getattr(config.option, "dist", "no")
     workers = int(numprocesses) if isinstance(numprocesses, int) and dist != "no" else 1
-    config.stash[SHARED_KEY] = Shared(workers=max(1, workers))
+    config.stash[SHARED_KEY] = Shared(workers=max(1, workers), max_concurrency=settings.max_concurrency,
+                                      seed=settings.seed)
     config.stash[RUN_KEY] = RunState()
+    if settings.model.provider == "anthropic" and not settings.plan and _needs_model_process(config):
+        import os
+
+        from pytest_longctx.backends.anthropic import missing_key_message
+
+        if not os.environ.get("ANTHROPIC_API_KEY"):
+            raise pytest.UsageError(missing_key_message())
     config.pluginmanager.register(_Controller(config), "longctx-controller")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "longctx-xdist")
@@ -62,25 +72,24 @@ def _needs_model_process(config: pytest.Config) -> bool:
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionstart(session: pytest.Session) -> None:
-    config = session.config
-    if not _is_controller(config) or config.stash[SETTINGS_KEY].model.provider != "local":
+    if _is_controller(session.config):
+        _start_services(session.config)
+
+
+def _start_services(config: pytest.Config) -> None:
+    """Controller: start what workers share (local model server, prefetch or batch) once, before them."""
+    state = config.stash[RUN_KEY]
+    if state.services_started or not _needs_model_process(config):
         return
-    if config.stash[SHARED_KEY].local_url is None and _needs_model_process(config):
-        _start_local_server(config)
-
-
-def _start_local_server(config: pytest.Config) -> None:
-    from pytest_longctx.backends.local_server import LocalModelServer
+    state.services_started = True
     from pytest_longctx.errors import UsageError
+    from pytest_longctx.services import start_local_server, start_prefetch
 
-    settings = config.stash[SETTINGS_KEY]
     try:
-        server = LocalModelServer(settings.model.name, cache_dir=settings.cache_dir)
-        url = server.start()
+        start_local_server(config)
+        start_prefetch(config)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
-    config.stash[RUN_KEY].server = server
-    config.stash[SHARED_KEY].local_url = url
 
 
 class _XdistHooks:
@@ -88,14 +97,14 @@ class _XdistHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_setupnodes(self, config: pytest.Config) -> None:
-        if config.stash[SETTINGS_KEY].model.provider == "local" and config.stash[SHARED_KEY].local_url is None:
-            _start_local_server(config)
+        _start_services(config)
 
     def pytest_configure_node(self, node: object) -> None:
         config: pytest.Config = node.config  # type: ignore[attr-defined]
         shared = config.stash[SHARED_KEY]
         node.workerinput["longctx_workers"] = shared.workers  # type: ignore[attr-defined]
         node.workerinput["longctx_local_url"] = shared.local_url  # type: ignore[attr-defined]
+        node.workerinput["longctx_prefetch_dir"] = shared.prefetch_dir  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(trylast=True)
@@ -176,6 +185,7 @@ class _Controller:
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(RUN_KEY, None)
-    if state is not None and state.server is not None:
-        state.server.stop()
-        state.server = None
+    if state is not None:
+        from pytest_longctx.services import stop_services
+
+        stop_services(config)

@@ -15,7 +15,10 @@ def wilson(correct: int, n: int, z: float = Z95) -> tuple[float, float]:
     denom = 1 + z * z / n
     centre = (p + z * z / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    # At 0 or n successes the bound is exactly 0 or 1 (the subtraction leaves rounding noise such as 5.6e-17).
+    low = 0.0 if correct <= 0 else max(0.0, centre - half)
+    high = 1.0 if correct >= n else min(1.0, centre + half)
+    return low, high
 
 
 def binom_two_sided(k: int, n: int) -> float:

@@ -1,12 +1,179 @@
-"""Placeholder replaced by the HTML report module."""
+"""The HTML report: one self-contained file (inline CSS, inline SVG charts, a little optional JS).
+
+Layout: header (model, seed, date, gate verdict, usage), comparison with the baseline, then one
+section per experiment (charts first, then the cell table and a drill-down of misses), and the
+run record embedded as JSON for machines. Every string from corpora or models is escaped.
+"""
 
 from __future__ import annotations
 
-import html
 import json
+import re
+from collections.abc import Mapping, Sequence
+from importlib import resources
 from typing import Any
+
+from pytest_longctx.reporting.charts import esc, render_figure
+from pytest_longctx.reporting.figures import CONTROLS, figures_for
+from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
+
+#: Report groups shown first, in this order; other experiments follow alphabetically.
+GROUP_ORDER = ("qa", "controls", "lrt", "docs")
+GROUP_TITLES = {"qa": "QA over long contexts", "controls": "Controls (qa-baseline, qa-control)",
+                "lrt": "Line retrieval (lrt)", "docs": "Your documents (docs)"}
+
+
+def embed_json(record: Mapping[str, Any]) -> str:
+    """The record as JSON that cannot end its ``<script>`` element or open a comment."""
+    text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _asset(name: str) -> str:
+    return resources.files("pytest_longctx.reporting").joinpath(name).read_text(encoding="utf-8")
+
+
+def group_of(experiment: str) -> str:
+    return "controls" if experiment in CONTROLS else experiment
+
+
+def groups(cells: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
+    """``[(group, [experiments])]`` in report order."""
+    by_group: dict[str, list[str]] = {}
+    for cell in cells:
+        exps = by_group.setdefault(group_of(str(cell.get("experiment"))), [])
+        if cell.get("experiment") not in exps:
+            exps.append(str(cell.get("experiment")))
+    order = [g for g in GROUP_ORDER if g in by_group] + sorted(g for g in by_group if g not in GROUP_ORDER)
+    return [(g, by_group[g]) for g in order]
+
+
+def anchor(name: str) -> str:
+    return "exp-" + re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+
+
+def utc_text(stamp: Any) -> str:
+    """``2025-10-09T08:53:20+00:00`` -> ``2025-10-09 08:53:20`` (the label says UTC)."""
+    return str(stamp or "–").replace("T", " ").removesuffix("+00:00")
+
+
+def _fact(label: str, value: Any, cls: str = "") -> str:
+    return f'<div class="{cls}"><dt>{esc(label)}</dt><dd>{value}</dd></div>'
+
+
+def _pooled(cells: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
+    return sum(int(c.get("correct", 0)) for c in cells), sum(int(c.get("n", 0)) for c in cells)
+
+
+def header(record: Mapping[str, Any]) -> str:
+    """Title, gate verdict and the facts needed to reproduce or judge the run."""
+    s = record.get("settings", {})
+    usage = record.get("usage", {})
+    gate = record.get("gate") or {"status": "none"}
+    status = str(gate.get("status", "none"))
+    cells = record.get("cells", [])
+    ns = [int(c.get("n", 0)) for c in cells]
+    counts = ", ".join(f"{v} {k}" for k, v in (gate.get("counts") or {}).items() if v)
+    verdict_sub = {"pass": f"all thresholds met ({counts})", "fail": f"{counts} · exit code {gate.get('exit_code')}",
+                   "none": "no thresholds set"}.get(status, counts)
+    commit = str(s.get("git_commit") or "–")
+    facts = [
+        _fact("seed", esc(s.get("seed"))),
+        _fact("date (UTC)", f'{esc(utc_text(s.get("started")))} <span class="muted">({esc(s.get("duration_s"))} s)'
+              "</span>"),
+        _fact("samples per cell", esc(s.get("samples")) + (f' <span class="muted">(scored n {min(ns)}–{max(ns)})</span>'
+                                                          if ns else "")),
+        _fact("trials / cells", f"{esc(usage.get('trials', len(record.get('trials', []))))} / {len(cells)}"),
+        _fact("tokenizer", esc(", ".join(s.get("tokenizers") or []) or "–")),
+        _fact("model calls", f"{esc(usage.get('calls', 0))} <span class=muted>({esc(usage.get('cache_hits', 0))} "
+              "cache hits)</span>"),
+        _fact("tokens in / out", f"{int(usage.get('input_tokens', 0)):,} / {int(usage.get('output_tokens', 0)):,}"),
+        _fact("judge", esc(s.get("judge") or "–")),
+        _fact("pytest-longctx / pytest / python",
+              f"{esc(s.get('plugin_version'))} / {esc(s.get('pytest_version'))} / {esc(s.get('python'))}"),
+        _fact("git commit", f'<code title="{esc(commit)}">{esc(commit[:12])}</code>'),
+        _fact("context window", f"{s.get('context_window'):,} tokens" if isinstance(s.get("context_window"), int)
+              else "–"),
+        _fact("workers / cache", f"{esc(s.get('workers'))} / {esc(s.get('cache'))}"),
+        _fact("thresholds", " ".join(f"<code>{esc(t)}</code>" for t in gate.get("thresholds") or []) or "–", "wide"),
+    ]
+    if s.get("compare"):
+        facts.append(_fact("compared with", f"<code>{esc(s.get('compare'))}</code>", "wide"))
+    banners = ""
+    if record.get("stopped"):
+        banners += f'<div class="banner fail">run stopped: {esc(record["stopped"])}</div>'
+    if record.get("compare_error"):
+        banners += f'<div class="banner fail">comparison failed: {esc(record["compare_error"])}</div>'
+    if record.get("plan") is not None:
+        banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
+    return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
+            f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
+            f'<p class="muted">{esc(len(cells))} condition cells over {esc(len(groups(cells)))} experiment groups</p>'
+            f'</div><div class="gate {esc(status)}"><div class="kicker">gate</div>'
+            f'<div class="verdict">{esc(status.upper())}</div><div class="small">{esc(verdict_sub)}</div></div>'
+            f'</header>{banners}<dl class="facts">{"".join(facts)}</dl>')
+
+
+def overview(record: Mapping[str, Any], group_list: list[tuple[str, list[str]]]) -> str:
+    """One small card per experiment group: pooled accuracy and failing cells; links to the section."""
+    cards = []
+    for group, exps in group_list:
+        for exp in exps:
+            cells = [c for c in record.get("cells", []) if c.get("experiment") == exp]
+            k, n = _pooled(cells)
+            fails = sum(1 for c in cells if any(ch.get("verdict") == "fail" for ch in c.get("checks", [])))
+            drops = sum(1 for c in cells if (c.get("compare") or {}).get("significant_drop"))
+            flags = (f'<span class="badge fail">{fails} fail</span>' if fails else "") + (
+                f'<span class="badge fail">{drops} drop</span>' if drops else "")
+            cards.append(f'<a class="card stat" href="#{anchor(group)}"><span class="kicker">{esc(exp)}</span>'
+                         f'<span class="value">{(k / n if n else 0):.0%}</span><span class="muted small">'
+                         f"pooled accuracy<br>{len(cells)} cells · n={n}</span>{flags}</a>")
+    return f'<nav class="overview">{"".join(cards)}</nav>'
+
+
+def group_section(record: Mapping[str, Any], group: str, experiments: list[str]) -> str:
+    cells = [c for c in record.get("cells", []) if c.get("experiment") in experiments]
+    trials = [t for t in record.get("trials", []) if t.get("experiment") in experiments]
+    figures = "".join(render_figure(f) for f in figures_for(group, cells, trials))
+    parts = [f'<section id="{anchor(group)}"><h2>{esc(GROUP_TITLES.get(group, group))}</h2>'
+             f'<div class="figures">{figures}</div>']
+    for exp in experiments:
+        exp_cells = [c for c in cells if c.get("experiment") == exp]
+        exp_trials = [t for t in trials if t.get("experiment") == exp]
+        title = f"<h3>{esc(exp)}: condition cells</h3>" if group != exp else "<h3>Condition cells</h3>"
+        parts.append(title + cell_table(exp, exp_cells) + drilldown(exp, exp_trials))
+    return "".join(parts) + "</section>"
+
+
+def run_details(record: Mapping[str, Any]) -> str:
+    settings = record.get("settings", {})
+    rows = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v if isinstance(v, str) else json.dumps(v))}</td></tr>"
+                   for k, v in settings.items())
+    fixtures = "".join(f"<tr><th>{esc(k)}</th><td><code>{esc(v)}</code></td></tr>"
+                       for k, v in (record.get("fixtures") or {}).items())
+    return ('<section id="run"><details><summary>Run settings and fixture hashes</summary><div class="scroll">'
+            f'<table class="kv">{rows}{fixtures}</table></div><p class="note">The full run record is embedded in '
+            'this file as JSON (<code>script#longctx-record</code>).</p></details></section>')
 
 
 def render_html(record: dict[str, Any]) -> str:
-    body = html.escape(json.dumps(record["cells"], indent=1))
-    return f"<!doctype html><meta charset=utf-8><title>longctx</title><pre>{body}</pre>"
+    """Render a run record (schema v1) as one self-contained HTML page."""
+    settings = record.get("settings", {})
+    gate = (record.get("gate") or {}).get("status", "none")
+    group_list = groups(record.get("cells", []))
+    body = [header(record), overview(record, group_list)]
+    if record.get("comparison"):
+        body.append(f'<section id="comparison"><h2>Comparison with the baseline</h2>{comparison_section(record)}'
+                    "</section>")
+    body.extend(group_section(record, group, exps) for group, exps in group_list)
+    if not group_list:
+        body.append('<p class="muted">No trials were recorded in this run.</p>')
+    body.append(run_details(record))
+    title = f"longctx · {settings.get('model', '')} · gate {gate}"
+    return ("<!doctype html>\n"
+            f'<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, '
+            f'initial-scale=1"><title>{esc(title)}</title><style>{_asset("report.css")}</style></head>'
+            f'<body><main>{"".join(body)}</main>'
+            f'<script type="application/json" id="longctx-record">{embed_json(record)}</script>'
+            f"<script>{_asset('report.js')}</script></body></html>\n")

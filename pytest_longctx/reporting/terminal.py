@@ -56,6 +56,8 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
                       f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
     if record.get("compare_error"):
         tr.write_line(f"compare: {record['compare_error']}", red=True)
+    for note in state.notes:
+        tr.write_line(f"longctx: {note}")
     if state.stop_reason:
         tr.write_line(f"longctx: run stopped: {state.stop_reason}", red=True)
     for path in state.written:

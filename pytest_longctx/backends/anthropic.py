@@ -1,0 +1,146 @@
+"""``anthropic/<model-id>``: Claude through the official SDK's AsyncAnthropic Messages API.
+
+The key comes from ``ANTHROPIC_API_KEY`` and the base URL from the SDK's standard
+``ANTHROPIC_BASE_URL`` (how tests point it at the local Messages-API server). The SDK's own
+retries are off: this backend retries 408/409/429/5xx (529 included), timeouts, dropped
+connections and malformed bodies itself, honouring ``retry-after``, so it can slow the whole
+worker down on 429s and stop the run on errors no retry can fix (auth, spend limit, credit).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any
+
+from pytest_longctx.backends.base import Completion, Request
+from pytest_longctx.backends.retry import AdaptiveLimit, RetryPolicy, retry_after_seconds
+from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.errors import BackendError, FatalBackendError
+
+RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
+FATAL_CODES = ("spend_limit", "billing", "organization_on_hold", "payment")
+
+
+def missing_key_message() -> str:
+    return ("ANTHROPIC_API_KEY is not set: export your key to run anthropic/* models "
+            "(or use --longctx-model local/smollm2-135m, which needs none)")
+
+
+def build_params(model: str, request: Request, *, temperature: bool = True) -> dict[str, Any]:
+    """The SDK keyword arguments for ``request`` (pure: tested without network).
+
+    The SDK (>= 1.0) no longer takes ``temperature``; the API still accepts it for models that
+    support sampling parameters, so it travels in ``extra_body``. Models released after
+    claude-opus-4.6 reject it; the backend then drops it (``temperature=False``).
+    """
+    messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in request.messages]
+    if request.prefill:
+        messages.append({"role": "assistant", "content": request.prefill})
+    params: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "messages": messages}
+    if temperature:
+        params["extra_body"] = {"temperature": request.temperature}
+    if request.system:
+        params["system"] = request.system
+    if request.stop:
+        params["stop_sequences"] = list(request.stop)
+    return params
+
+
+def classify(exc: BaseException) -> tuple[str, float | None]:
+    """("retry" | "fatal" | "fail", retry-after seconds) for an SDK exception."""
+    import anthropic
+
+    if isinstance(exc, (anthropic.APITimeoutError, anthropic.APIConnectionError)):
+        return "retry", None
+    if isinstance(exc, anthropic.APIResponseValidationError):
+        return "retry", None
+    if isinstance(exc, anthropic.APIStatusError):
+        status = exc.status_code
+        code = (getattr(exc, "error_code", None) or "").lower()
+        message = str(exc).lower()
+        if status in (401, 402, 403) or any(c in code for c in FATAL_CODES) or "credit balance" in message:
+            return "fatal", None
+        if status in RETRY_STATUS:
+            return "retry", retry_after_seconds(exc.response.headers if exc.response is not None else None)
+        return "fail", None
+    if isinstance(exc, ValueError):  # a body the SDK could not decode
+        return "retry", None
+    return "fail", None
+
+
+class AnthropicBackend:
+    """Claude models behind the backend protocol."""
+
+    provider = "anthropic"
+
+    def __init__(self, name: str, context_window: int = 200_000, *, max_concurrency: int = 16,
+                 policy: RetryPolicy | None = None, timeout_s: float = 600.0, seed: int = 0) -> None:
+        self.model = name
+        self.context_window = context_window
+        self._counter = TiktokenCounter()
+        self._policy = policy or RetryPolicy()
+        self._rng = random.Random(f"anthropic-backoff|{seed}")
+        self._limit = AdaptiveLimit(max_concurrency)
+        self._timeout = timeout_s
+        self._client: Any = None
+        #: False once the API said this model takes no temperature (newer Claude models).
+        self.sends_temperature = True
+
+    @property
+    def tokenizer(self) -> str:
+        return self._counter.name + " (approximation of Claude's tokenizer)"
+
+    def count_tokens(self, text: str) -> int:
+        return self._counter.count(text)
+
+    def _sdk(self) -> Any:
+        if self._client is None:
+            import anthropic
+
+            self._client = anthropic.AsyncAnthropic(max_retries=0, timeout=self._timeout)
+        return self._client
+
+    async def complete(self, request: Request) -> Completion:
+        last = "no attempt made"
+        for attempt in range(self._policy.attempts):
+            params = build_params(self.model, request, temperature=self.sends_temperature)
+            await self._limit.acquire()
+            rate_limited = False
+            start = time.perf_counter()
+            try:
+                raw = await self._sdk().messages.with_raw_response.create(**params)
+                message = await raw.parse()
+            except BaseException as exc:
+                if self.sends_temperature and "temperature" in str(exc) and "deprecated" in str(exc):
+                    await self._limit.release()
+                    self.sends_temperature = False  # this model takes no sampling parameters
+                    continue
+                kind, retry_after = classify(exc)
+                rate_limited = getattr(exc, "status_code", None) == 429 and kind == "retry"
+                await self._limit.release(rate_limited=rate_limited)
+                if kind == "fatal":
+                    raise FatalBackendError(f"anthropic: {type(exc).__name__}: {_one_line(exc)} — stopping the run") from None
+                if kind == "fail":
+                    raise BackendError(f"anthropic: {type(exc).__name__}: {_one_line(exc)}") from None
+                last = f"{type(exc).__name__}: {_one_line(exc)}"
+                if attempt + 1 < self._policy.attempts:
+                    import asyncio
+
+                    await asyncio.sleep(self._policy.delay(attempt, self._rng, retry_after))
+                continue
+            await self._limit.release()
+            text = "".join(getattr(block, "text", "") for block in message.content)
+            return Completion(text=text, input_tokens=message.usage.input_tokens,
+                              output_tokens=message.usage.output_tokens, latency_s=time.perf_counter() - start,
+                              stop_reason=message.stop_reason)
+        raise BackendError(f"anthropic: gave up after {self._policy.attempts} attempts; last error {last}")
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split())[:300]

@@ -1,0 +1,203 @@
+"""Prefetch: keep the configured concurrency in flight even though pytest runs one test at a time.
+
+Before the workers start, the controller runs the same selection once in plan mode (a child
+pytest process, no xdist) that writes every request the run will send to a JSONL file. A
+dispatcher thread then sends all uncached requests with ``--longctx-max-concurrency`` in flight,
+writing answers into the shared cache and failures into error files (errors are never cached).
+A test whose request was planned waits for its answer instead of calling the API itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_longctx.backends.base import Completion, Request
+from pytest_longctx.backends.cache import ResponseCache
+from pytest_longctx.errors import BackendError, FatalBackendError
+
+#: Options of the parent run that the child plan run must not inherit.
+_DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--html", "--junitxml", "--junit-xml",
+                    "--longctx-report-dir", "--longctx-plan", "--longctx-plan-out", "--longctx-prefetch",
+                    "--longctx-batch", "--css", "-p")
+_DROP_FLAGS = ("--self-contained-html", "--looponfail", "-f", "--lf", "--ff")
+
+
+def child_args(args: tuple[str, ...] | list[str]) -> list[str]:
+    """The parent's arguments minus distribution, report and mode options."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+            continue
+        name = arg.split("=", 1)[0]
+        if arg in _DROP_FLAGS:
+            continue
+        if name in _DROP_WITH_VALUE:
+            skip = "=" not in arg
+            continue
+        if arg.startswith("-n") and arg[2:].isdigit() or arg.startswith("-p") and len(arg) > 2:
+            continue
+        out.append(arg)
+    return out
+
+
+def run_plan(args: tuple[str, ...] | list[str], cwd: Path, work: Path) -> Path:
+    """Run the selection in plan mode in a child pytest; return the JSONL of planned requests."""
+    work.mkdir(parents=True, exist_ok=True)
+    plan_file = work / "plan.jsonl"
+    plan_file.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "pytest", *child_args(args), "-p", "no:xdist", "-p", "no:html",
+           "-q", "--no-header", "-o", "addopts=", "--longctx-plan=true", f"--longctx-plan-out={plan_file}",
+           f"--longctx-report-dir={work / 'plan-report'}", "--longctx-prefetch=off", "--longctx-batch=false"]
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, "LONGCTX_CHILD": "1"})
+    if proc.returncode not in (0, 5):
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-2:]
+        raise PlanFailed(f"planning the run failed (exit {proc.returncode}): {' | '.join(tail)}")
+    plan_file.touch()
+    return plan_file
+
+
+class PlanFailed(Exception):
+    """The child plan run failed; the run goes on without prefetch (its tests will show why)."""
+
+
+def read_plan(plan_file: Path) -> Iterator[dict[str, Any]]:
+    with plan_file.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)
+
+
+def error_path(work: Path, key: str) -> Path:
+    return work / "errors" / f"{key}.json"
+
+
+def write_error(work: Path, key: str, message: str, fatal: bool) -> None:
+    path = error_path(work, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"error": message, "fatal": fatal}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class Waiter:
+    """Worker side: planned keys are waited for in the cache instead of being sent again."""
+
+    work: Path
+    cache: ResponseCache
+    timeout_s: float = 3600.0
+    _keys: set[str] | None = None
+
+    def expects(self, key: str) -> bool:
+        if self._keys is None:
+            path = self.work / "keys.txt"
+            self._keys = set(path.read_text().split()) if path.exists() else set()
+        return key in self._keys
+
+    async def wait(self, key: str) -> Completion:
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.005
+        while time.monotonic() < deadline:
+            hit = self.cache.get(key)
+            if hit is not None:
+                return Completion.from_json(hit, cache_hit=False)
+            err = error_path(self.work, key)
+            if err.exists():
+                info = json.loads(err.read_text(encoding="utf-8"))
+                cls = FatalBackendError if info.get("fatal") else BackendError
+                raise cls(info["error"])
+            if (self.work / "done").exists() and self.cache.get(key) is None and not err.exists():
+                raise BackendError(f"prefetch: finished without an answer for request {key[:12]}")
+            await asyncio.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+        raise BackendError(f"prefetch: no answer for request {key[:12]} within {self.timeout_s:.0f}s")
+
+
+@dataclass
+class Progress:
+    """Counters the dispatcher updates and the controller prints."""
+
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Dispatcher:
+    """Controller side: sends planned, uncached requests with bounded concurrency in a thread."""
+
+    def __init__(self, backend: Any, cache: ResponseCache, work: Path, plan_file: Path) -> None:
+        self.backend = backend
+        self.cache = cache
+        self.work = work
+        self.plan_file = plan_file
+        self.progress = Progress()
+        self._thread: threading.Thread | None = None
+        self._fatal: str | None = None
+
+    def prepare(self) -> list[dict[str, Any]]:
+        """Write keys.txt (every planned key) and return the entries that still need sending."""
+        pending: dict[str, dict[str, Any]] = {}
+        keys: list[str] = []
+        for entry in read_plan(self.plan_file):
+            keys.append(entry["key"])
+            if entry["key"] not in pending and self.cache.get(entry["key"]) is None:
+                pending[entry["key"]] = entry
+        (self.work / "keys.txt").write_text("\n".join(sorted(set(keys))), encoding="utf-8")
+        self.progress.total = len(pending)
+        return list(pending.values())
+
+    def start(self) -> None:
+        entries = self.prepare()
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._run(entries)), name="longctx-prefetch",
+                                        daemon=True)
+        self._thread.start()
+
+    async def _one(self, entry: dict[str, Any]) -> None:
+        key = entry["key"]
+        if self._fatal is not None:
+            write_error(self.work, key, self._fatal, True)
+            return
+        try:
+            completion = await self.backend.complete(Request.from_json(entry["request"]))
+        except FatalBackendError as exc:
+            self._fatal = str(exc)
+            write_error(self.work, key, str(exc), True)
+            return
+        except Exception as exc:  # noqa: BLE001 - every failure must reach the waiting test
+            message = str(exc) if isinstance(exc, BackendError) else f"prefetch: {type(exc).__name__}: {exc}"
+            write_error(self.work, key, message, False)
+            with self.progress.lock:
+                self.progress.failed += 1
+            return
+        self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
+                                                    "template": entry["request"].get("template", "")})
+        with self.progress.lock:
+            self.progress.done += 1
+            self.progress.input_tokens += completion.input_tokens
+            self.progress.output_tokens += completion.output_tokens
+
+    async def _run(self, entries: list[dict[str, Any]]) -> None:
+        try:
+            await asyncio.gather(*(self._one(e) for e in entries))
+        finally:
+            (self.work / "done").touch()
+            await self.backend.aclose()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)

@@ -1,0 +1,242 @@
+"""Which charts an experiment gets, built from its cells (and trials) by the param keys present.
+
+A chart is drawn only when the keys it needs exist, so a new or renamed condition never breaks
+the report: an experiment with nothing recognisable gets a plain accuracy-per-cell bar chart.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from pytest_longctx.reporting.charts import (
+    Bar,
+    Figure,
+    Point,
+    Series,
+    bar_chart,
+    color,
+    heatmap,
+    histogram,
+    is_number,
+    line_chart,
+    natural_key,
+)
+from pytest_longctx.stats import wilson
+
+Cells = Sequence[Mapping[str, Any]]
+Trials = Sequence[Mapping[str, Any]]
+CONTROLS = ("qa-baseline", "qa-control")
+CHANCE = 0.25
+MAX_BARS = 40
+
+
+def hashable(value: Any) -> Any:
+    return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
+
+
+def params_text(params: Mapping[str, Any], skip: Sequence[str] = ()) -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip) or "(no params)"
+
+
+def series_label(params: Mapping[str, Any], keys: Sequence[str]) -> str:
+    return ", ".join(f"{k}={params[k]}" for k in keys if k in params) or "all"
+
+
+def label_colors(cells: Cells, keys: Sequence[str]) -> dict[str, int]:
+    """Palette index per series label, the same in every chart of a group (e.g. rag is always red)."""
+    labels = sorted({series_label(c.get("params", {}), keys) for c in cells})
+    return {label: i for i, label in enumerate(labels)}
+
+
+def pooled(cells: Cells, x_key: str, series_keys: Sequence[str]) -> dict[str, dict[Any, list[int]]]:
+    """``{series label: {x value: [correct, n]}}`` over cells that have ``x_key`` (other params pooled)."""
+    out: dict[str, dict[Any, list[int]]] = {}
+    for cell in cells:
+        params = cell.get("params", {})
+        if x_key not in params:
+            continue
+        acc = out.setdefault(series_label(params, series_keys), {}).setdefault(hashable(params[x_key]), [0, 0])
+        acc[0] += int(cell.get("correct", 0))
+        acc[1] += int(cell.get("n", 0))
+    return out
+
+
+def accuracy_point(x: Any, correct: int, n: int) -> Point:
+    low, high = wilson(correct, n)
+    acc = correct / n if n else 0.0
+    return Point(x, acc, low, high, f"{acc:.3f} ({correct}/{n}), 95% CI [{low:.2f}, {high:.2f}]")
+
+
+def accuracy_lines(cells: Cells, x_key: str, series_keys: Sequence[str], title: str,
+                   ref: tuple[float, str] | None = None) -> Figure | None:
+    """Accuracy against ``x_key``, one line per combination of ``series_keys``, with 95% bands."""
+    groups = pooled(cells, x_key, series_keys)
+    colors = label_colors(cells, series_keys)
+    series = []
+    for label, xs in sorted(groups.items()):
+        points = [accuracy_point(x, c, n) for x, (c, n) in xs.items() if n > 0]
+        if points:
+            series.append(Series(label, points, color=colors.get(label)))
+    if not series:
+        return None
+    keys = {k for c in cells if x_key in c.get("params", {}) for k in c["params"]}
+    pooled_over = sorted(keys - {x_key, *series_keys})
+    note = "Shaded: 95% Wilson interval." + (f" Pooled over {', '.join(pooled_over)}." if pooled_over else "")
+    return Figure(title, line_chart(series, x_label=x_key, ref=ref),
+                  [(s.label, color(s.color or 0), s.dashed) for s in series], note)
+
+
+def accuracy_heatmap(cells: Cells, row_key: str, col_key: str, title: str) -> Figure | None:
+    values: dict[tuple[Any, Any], list[int]] = {}
+    for cell in cells:
+        params = cell.get("params", {})
+        if row_key in params and col_key in params:
+            acc = values.setdefault((hashable(params[row_key]), hashable(params[col_key])), [0, 0])
+            acc[0] += int(cell.get("correct", 0))
+            acc[1] += int(cell.get("n", 0))
+    if not values:
+        return None
+    rows = sorted({r for r, _ in values}, key=natural_key)
+    cols = sorted({c for _, c in values}, key=natural_key)
+    table = {k: ((c / n if n else 0.0), c, n) for k, (c, n) in values.items()}
+    pooled_over = sorted({k for c in cells if row_key in c.get("params", {}) and col_key in c["params"]
+                          for k in c["params"]} - {row_key, col_key})
+    return Figure(title, heatmap(rows, cols, table, row_label=row_key, col_label=col_key),
+                  note="Cell colour and value: accuracy." + (f" Pooled over {', '.join(pooled_over)}."
+                                                              if pooled_over else ""))
+
+
+def cell_bars(cells: Cells, title: str, *, color_key: str | None = None, skip_label: Sequence[str] = (),
+              ref: tuple[float, str] | None = None) -> Figure | None:
+    """Accuracy per cell as horizontal bars with 95% whiskers (first MAX_BARS cells)."""
+    shown = [c for c in cells if int(c.get("n", 0)) > 0][:MAX_BARS]
+    if not shown:
+        return None
+    keys: list[str] = []
+    bars = []
+    for cell in shown:
+        group = str(cell.get(color_key, "")) if color_key else ""
+        if group not in keys:
+            keys.append(group)
+        label = (f"{group}: " if group and len(keys) > 1 else "") + params_text(cell.get("params", {}), skip_label)
+        bars.append(Bar(label, float(cell.get("accuracy", 0.0)), cell.get("ci_low"), cell.get("ci_high"),
+                        keys.index(group), f"{float(cell.get('accuracy', 0)):.3f} (n={cell.get('n')})"))
+    more = len([c for c in cells if int(c.get("n", 0)) > 0]) - len(shown)
+    note = "Whiskers: 95% Wilson interval." + (f" {more} more cells in the table." if more > 0 else "")
+    legend = [(k, color(i), False) for i, k in enumerate(keys)] if len(keys) > 1 else []
+    return Figure(title, bar_chart(bars, ref=ref), legend, note)
+
+
+def miss_histogram(trials: Trials, title: str) -> Figure | None:
+    """Distance (in lines) between the asked line and the one the model answered, for wrong answers."""
+    misses = [t for t in trials if t.get("outcome") == "incorrect" and "miss_distance" in (t.get("detail") or {})]
+    if not misses:
+        return None
+    values = [t["detail"]["miss_distance"] for t in misses]
+    numbers = [int(v) for v in values if is_number(v)]
+    absent = len(values) - len(numbers)
+    bins: list[tuple[str, int]] = []
+    if numbers:
+        lo, hi = min(*numbers, -3), max(*numbers, 3)  # keep 0 (the asked line) in view
+        if hi - lo <= 24:
+            bins = [(str(v), numbers.count(v)) for v in range(lo, hi + 1)]
+        else:
+            width = -(-(hi - lo + 1) // 20)
+            bins = [(f"{start}…{start + width - 1}", sum(start <= v < start + width for v in numbers))
+                    for start in range(lo, hi + 1, width)]
+    share = absent / len(values)
+    svg = histogram(bins, x_label="miss distance (answered line − asked line)", extra=("not in file", absent))
+    return Figure(title, svg, note=f"{len(values)} wrong answers; {share:.0%} named a value that is not in the file "
+                                   f"({absent}).")
+
+
+def mean_lines(cells: Cells, trials: Trials, field: str, x_key: str, series_key: str, title: str) -> Figure | None:
+    """Mean of a numeric per-cell or per-trial ``field`` (e.g. retrieval_recall) against ``x_key``."""
+    sums: dict[str, dict[Any, list[float]]] = {}
+
+    def add(params: Mapping[str, Any], value: Any, weight: float = 1.0) -> None:
+        if x_key in params and is_number(value):
+            acc = sums.setdefault(series_label(params, [series_key]), {}).setdefault(hashable(params[x_key]), [0, 0])
+            acc[0] += float(value) * weight
+            acc[1] += weight
+
+    from_cells = [c for c in cells if is_number(c.get(field))]
+    for cell in from_cells:
+        add(cell.get("params", {}), cell[field], max(1, int(cell.get("n", 1))))
+    if not from_cells:
+        for t in trials:
+            add(t.get("params", {}), (t.get("detail") or {}).get(field))
+    colors = label_colors(cells, [series_key])
+    series = [Series(label, [Point(x, s / w, note=f"mean {s / w:.3f} over {w:g}") for x, (s, w) in xs.items() if w],
+                     color=colors.get(label, 0))
+              for label, xs in sorted(sums.items())]
+    if not series:
+        return None
+    return Figure(title, line_chart(series, x_label=x_key, y_label=field.replace("_", " ")),
+                  [(s.label, color(s.color or 0), False) for s in series], "Mean over trials.")
+
+
+def judge_agreement(trials: Trials, group_key: str, title: str) -> Figure | None:
+    """Share of trials where the judge agreed with the reference scoring, per ``group_key``."""
+    groups: dict[str, list[int]] = {}
+    for t in trials:
+        agree = (t.get("detail") or {}).get("judge_agree")
+        if isinstance(agree, bool):
+            acc = groups.setdefault(str(t.get("params", {}).get(group_key, f"(no {group_key})")), [0, 0])
+            acc[0] += agree
+            acc[1] += 1
+    if not groups:
+        return None
+    bars = []
+    for i, (label, (k, n)) in enumerate(sorted(groups.items())):
+        low, high = wilson(k, n)
+        bars.append(Bar(label, k / n, low, high, i, f"{k}/{n} agree"))
+    total = sum(k for k, _ in groups.values()), sum(n for _, n in groups.values())
+    return Figure(title, bar_chart(bars, x_label="judge agreement"),
+                  note=f"Judge agreed on {total[0]}/{total[1]} trials ({total[0] / total[1]:.0%}).")
+
+
+def qa_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
+    variant = ("prompt", "examples")
+    return [accuracy_lines(cells, "position", variant, "Accuracy by position, per prompt variant"),
+            accuracy_lines(cells, "depth", variant, "Accuracy by depth (%), per prompt variant"),
+            accuracy_heatmap(cells, "depth", "context_tokens", "Accuracy: depth × context size")]
+
+
+def lrt_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
+    size = next((k for k in ("lines", "context_tokens") if any(k in c.get("params", {}) for c in cells)), None)
+    return [accuracy_lines(cells, size, ["shuffle"], f"Accuracy by {size}, per shuffle mode") if size else None,
+            miss_histogram(trials, "Where wrong answers point")]
+
+
+def controls_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
+    return [cell_bars(cells, "Controls: with the source (baseline) vs without it (control)", color_key="experiment",
+                      ref=(CHANCE, f"chance {CHANCE}"))]
+
+
+def docs_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
+    return [accuracy_lines(cells, "depth", ["arm"], "Accuracy by answer depth (%)"),
+            accuracy_lines(cells, "context_fraction", ["arm"], "Accuracy by context fraction, long context vs RAG"),
+            mean_lines(cells, trials, "retrieval_recall", "context_fraction", "arm", "Retrieval recall (RAG)")
+            or mean_lines(cells, trials, "retrieval_recall", "depth", "arm", "Retrieval recall (RAG)"),
+            judge_agreement(trials, "arm", "Judge agreement")]
+
+
+FIGURES: dict[str, Callable[[Cells, Trials], list[Figure | None]]] = {
+    "qa": qa_figures,
+    "lrt": lrt_figures,
+    "controls": controls_figures,
+    "docs": docs_figures,
+}
+
+
+def figures_for(kind: str, cells: Cells, trials: Trials) -> list[Figure]:
+    """The charts for one report group; a plain bar chart when no specific chart applies."""
+    builder = FIGURES.get(kind)
+    figures = [f for f in (builder(cells, trials) if builder else []) if f is not None]
+    if not figures:
+        fallback = cell_bars(cells, "Accuracy per condition")
+        figures = [fallback] if fallback else []
+    return figures

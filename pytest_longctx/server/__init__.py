@@ -1,0 +1,42 @@
+"""A local Anthropic Messages API server with fault injection, for tests and CI checks.
+
+Run it in-process (``with MessagesServer(...) as srv: srv.base_url``) or as a separate process
+(``python -m pytest_longctx.server --port 0``), and point the real ``anthropic`` SDK at it.
+"""
+
+from __future__ import annotations
+
+from .faults import FAULT_KINDS, STICKY_MODES, FaultPlan
+from .messages_api import MessagesServer
+from .responders import (
+    Responder,
+    Scripted,
+    TokenCounter,
+    approx_token_count,
+    count_input_tokens,
+    echo,
+    fixed,
+    prefill_text,
+    resolve_responder,
+)
+from .stats import ServerStats, fetch_stats
+from .wire import RateLimits
+
+__all__ = [
+    "FAULT_KINDS",
+    "STICKY_MODES",
+    "FaultPlan",
+    "MessagesServer",
+    "RateLimits",
+    "Responder",
+    "Scripted",
+    "ServerStats",
+    "TokenCounter",
+    "approx_token_count",
+    "count_input_tokens",
+    "echo",
+    "fetch_stats",
+    "fixed",
+    "prefill_text",
+    "resolve_responder",
+]

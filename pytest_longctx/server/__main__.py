@@ -1,0 +1,107 @@
+"""``python -m pytest_longctx.server``: serve the fake Messages API until Ctrl-C.
+
+The first line on stdout is the base URL (``http://127.0.0.1:PORT``), so a script can start the
+server with ``--port 0`` and read where it listens, e.g. for ``ANTHROPIC_BASE_URL``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from .faults import FAULT_ENDPOINTS, FAULT_KINDS, STICKY_MODES, FaultPlan
+from .messages_api import MessagesServer
+
+
+def _latency(text: str) -> float | tuple[float, float]:
+    try:
+        values = [float(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SECONDS or MIN,MAX, got {text!r}") from None
+    if len(values) == 1 and values[0] >= 0:
+        return values[0]
+    if len(values) == 2 and 0 <= values[0] <= values[1]:
+        return (values[0], values[1])
+    raise argparse.ArgumentTypeError(f"expected SECONDS or MIN,MAX with 0 <= MIN <= MAX, got {text!r}")
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    parser = argparse.ArgumentParser(
+        prog="python -m pytest_longctx.server", description="Serve a fake Anthropic Messages API."
+    )
+    add = parser.add_argument
+    add("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
+    add("--port", type=int, default=0, help="port; 0 picks a free one (default: 0)")
+    add("--responder", default="echo", help="echo, fixed:<text> or scripted:<file.json> (default: echo)")
+    add("--latency", type=_latency, default=0.0, help="SECONDS or MIN,MAX per message (default: 0)")
+    add("--fault-rate", type=float, default=0.0, help="probability of a fault per request (default: 0)")
+    add("--faults", type=_names, default=FAULT_KINDS, help=f"fault kinds (default: {','.join(FAULT_KINDS)})")
+    add(
+        "--fault-endpoints",
+        type=_names,
+        default=("messages",),
+        help=f"of {','.join(FAULT_ENDPOINTS)} (default: messages)",
+    )
+    add("--sticky", choices=STICKY_MODES, default=None, help="answer every request with this error (default: off)")
+    add("--seed", type=int, default=0, help="seed of the fault, latency and batch draws (default: 0)")
+    add("--retry-after", type=float, default=1.0, help="retry-after seconds of 429 faults (default: 1)")
+    add("--timeout-hold", type=float, default=2.0, help="seconds a timeout fault holds a request (default: 2)")
+    add("--api-key", default=None, help="expected x-api-key; others get 401 (default: accept any)")
+    add("--batch-delay", type=float, default=0.5, help="seconds a batch stays in_progress (default: 0.5)")
+    add("--batch-error-rate", type=float, default=0.0, help="fraction of batch requests errored (default: 0)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Start the server, print its base URL, and serve until interrupted."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        plan = FaultPlan(
+            rate=args.fault_rate,
+            kinds=args.faults,
+            seed=args.seed,
+            sticky=args.sticky,
+            retry_after=args.retry_after,
+            timeout_hold=args.timeout_hold,
+            endpoints=args.fault_endpoints,
+        )
+        server = MessagesServer(
+            args.responder,
+            host=args.host,
+            port=args.port,
+            latency=args.latency,
+            faults=plan,
+            api_key=args.api_key,
+            batch_delay=args.batch_delay,
+            batch_error_rate=args.batch_error_rate,
+            seed=args.seed,
+        )
+    except (ValueError, OSError) as exc:
+        parser.error(str(exc))
+
+    def terminate(*_: Any) -> None:
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGINT, signal.SIGTERM):  # SIGINT too: a background `&` job starts with it ignored
+        signal.signal(signum, terminate)
+    with server:
+        print(server.base_url, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            print("stopping", file=sys.stderr, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,411 @@
+"""A local HTTP server speaking the Anthropic Messages API, with seeded fault injection.
+
+It runs in a background thread (one thread per connection, so latency sleeps overlap) and is what
+the project's Anthropic backend tests drive with the real ``anthropic`` SDK::
+
+    with MessagesServer(responder="echo", latency=0.05, faults=FaultPlan(rate=0.2, seed=0)) as srv:
+        client = anthropic.Anthropic(base_url=srv.base_url, api_key="test-key")
+        ...
+        srv.stats.faults  # {"429": 3, ...}
+
+Endpoints: ``POST /v1/messages`` (also ``stream: true``), ``POST /v1/messages/count_tokens``, the
+Message Batches endpoints (see :mod:`.batches`), and two for other processes (pytest-xdist workers
+sharing a server started by ``python -m pytest_longctx.server``): ``GET /_longctx/stats``
+(``?requests=1`` includes the request bodies) and ``POST /_longctx/reset_stats``.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+import logging
+import random
+import socket
+import struct
+import threading
+import urllib.parse
+from collections.abc import Mapping, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, TypeAlias
+
+from .batches import BatchStore
+from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
+from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens, resolve_responder
+from .stats import ServerStats
+from .wire import RateLimits, RateWindow, build_message, route, sse_events, validate_request
+
+_log = logging.getLogger(__name__)
+_JSON = "application/json"
+#: ``(status, payload, headers)`` of an answer, or ``None`` to drop the connection.
+_Reply: TypeAlias = tuple[int, bytes, dict[str, str]] | None
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """One connection; every request is handed to the owning :class:`MessagesServer`."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
+    server: _HTTPServer
+
+    def setup(self) -> None:
+        super().setup()
+        self.server.app._track(self.connection, add=True)
+
+    def finish(self) -> None:
+        try:
+            super().finish()
+        except OSError:
+            pass
+        self.server.app._track(self.connection, add=False)
+
+    def do_GET(self) -> None:
+        self.server.app._serve(self, "GET")
+
+    def do_POST(self) -> None:
+        self.server.app._serve(self, "POST")
+
+    def do_DELETE(self) -> None:
+        self.server.app._serve(self, "DELETE")
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("%s " + format, self.address_string(), *args)
+
+    def read_body(self) -> bytes:
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def send(self, status: int, payload: bytes, headers: Mapping[str, str]) -> None:
+        self.send_response(status)
+        for name, value in headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def abort(self) -> None:
+        """Drop the connection with a TCP reset, sending nothing."""
+        self.close_connection = True
+        try:
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            self.connection.close()
+        except OSError:
+            pass
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+    request_queue_size = 256
+    app: MessagesServer
+
+
+class MessagesServer:
+    """The fake Messages API server; a context manager, or call :meth:`start` / :meth:`stop`.
+
+    Args:
+        responder: A callable ``(request_json) -> str`` or a name for
+            :func:`~.responders.resolve_responder` (``echo``, ``fixed:<text>``, ``scripted:<file>``).
+        host: Interface to bind (``127.0.0.1``).
+        port: Port to bind; 0 picks a free one (read it from :attr:`base_url`).
+        latency: Seconds before each ``/v1/messages`` answer, or ``(min, max)`` drawn uniformly
+            from a ``random.Random`` seeded with ``seed``.
+        faults: Fault plan; ``None`` injects nothing.
+        api_key: When given, requests whose ``x-api-key`` differs get 401 ``authentication_error``.
+        token_counter: ``(text) -> int`` used for ``usage`` and ``count_tokens``.
+        batch_delay: Seconds a batch stays ``in_progress``.
+        batch_error_rate: Fraction of batch requests that end ``errored`` (seeded).
+        seed: Seed of the latency and batch-error draws (faults use ``faults.seed``).
+        models: When given, any other model gets 404 ``not_found_error``.
+        rate_limits: Limits reported in the ``anthropic-ratelimit-*`` headers.
+        record_requests: Keep the request bodies in :attr:`stats` (turn off for huge runs).
+    """
+
+    def __init__(
+        self,
+        responder: Responder | str = "echo",
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float | tuple[float, float] = 0.0,
+        faults: FaultPlan | None = None,
+        api_key: str | None = None,
+        token_counter: TokenCounter = approx_token_count,
+        batch_delay: float = 0.5,
+        batch_error_rate: float = 0.0,
+        seed: int = 0,
+        models: Sequence[str] | None = None,
+        rate_limits: RateLimits | None = None,
+        record_requests: bool = True,
+    ) -> None:
+        low, high = latency if isinstance(latency, tuple) else (latency, latency)
+        if not 0 <= low <= high:
+            raise ValueError(f"latency must be >= 0 seconds, or (min, max) with 0 <= min <= max; got {latency!r}")
+        self.responder = resolve_responder(responder)
+        self.host, self._port = host, port
+        self.latency = latency
+        self.api_key = api_key
+        self.token_counter = token_counter
+        self.models = tuple(models) if models is not None else None
+        self.record_requests = record_requests
+        self.batches = BatchStore(processing_delay=batch_delay, error_rate=batch_error_rate, seed=seed)
+        self._injector = FaultInjector(faults or FaultPlan())
+        self._latency_rng = random.Random(f"{seed}-latency")
+        self._rate = RateWindow(rate_limits or RateLimits())
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._stats = ServerStats()
+        self._stopping = threading.Event()
+        self._connections: set[socket.socket] = set()
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> MessagesServer:
+        """Bind and serve in a daemon thread; returns ``self``."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = _HTTPServer((self.host, self._port), _Handler)
+        httpd.app = self
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, name="longctx-messages-server", daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving: held requests are dropped and open connections closed."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._stopping.set()
+        httpd.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            try:
+                connection.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> MessagesServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        """The bound port while running, else the requested one."""
+        return int(self._httpd.server_address[1]) if self._httpd is not None else self._port
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT`` (the server must be started)."""
+        if self._httpd is None:
+            raise RuntimeError("the server is not running: call start() or use it as a context manager")
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    # -- configuration and stats -----------------------------------------------------------------
+
+    @property
+    def faults(self) -> FaultPlan:
+        """The fault plan in force."""
+        return self._injector.plan
+
+    def set_faults(self, plan: FaultPlan | None) -> None:
+        """Replace the fault plan (its draws start again from its seed)."""
+        self._injector = FaultInjector(plan or FaultPlan())
+
+    @property
+    def stats(self) -> ServerStats:
+        """A consistent copy of the counters."""
+        with self._lock:
+            snapshot = copy.copy(self._stats)
+            snapshot.endpoints = dict(self._stats.endpoints)
+            snapshot.requests = list(self._stats.requests)
+            snapshot.faults = dict(self._stats.faults)
+            snapshot.errors = dict(self._stats.errors)
+        return snapshot
+
+    def reset_stats(self) -> None:
+        """Zero every counter (requests still in flight keep being counted)."""
+        with self._lock:
+            self._stats = ServerStats(in_flight=self._stats.in_flight)
+
+    def _bump(self, table: str, key: str) -> None:
+        with self._lock:
+            counts: dict[str, int] = getattr(self._stats, table)
+            counts[key] = counts.get(key, 0) + 1
+
+    def _track(self, connection: socket.socket, *, add: bool) -> None:
+        with self._lock:
+            (self._connections.add if add else self._connections.discard)(connection)
+
+    def _next_id(self, prefix: str) -> str:
+        with self._lock:
+            return f"{prefix}_srv{next(self._ids):017d}"
+
+    # -- request handling ------------------------------------------------------------------------
+
+    def _serve(self, handler: _Handler, method: str) -> None:
+        path, _, query_string = handler.path.partition("?")
+        query = dict(urllib.parse.parse_qsl(query_string))
+        endpoint, batch_id = route(method, path)
+        try:
+            raw = handler.read_body()
+            if endpoint in ("_stats", "_reset"):  # control endpoints: not counted, never faulted
+                if endpoint == "_reset":
+                    self.reset_stats()
+                stats = self.stats.to_json(requests=query.get("requests") == "1")
+                reply: _Reply = (200, json.dumps(stats).encode(), {"Content-Type": _JSON})
+            else:
+                with self._lock:
+                    self._stats.endpoints[endpoint] = self._stats.endpoints.get(endpoint, 0) + 1
+                    self._stats.in_flight += 1
+                    self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
+                try:
+                    reply = self._reply(handler, method, path, endpoint, batch_id, query, raw)
+                finally:  # before the answer goes out, so a client that has it sees consistent stats
+                    with self._lock:
+                        self._stats.in_flight -= 1
+            if reply is None:
+                handler.abort()
+            else:
+                handler.send(*reply)
+        except OSError:  # the client went away
+            handler.close_connection = True
+
+    def _reply(
+        self,
+        handler: _Handler,
+        method: str,
+        path: str,
+        endpoint: str,
+        batch_id: str | None,
+        query: dict[str, str],
+        raw: bytes,
+    ) -> _Reply:
+        """The answer to one API request; ``None`` drops the connection."""
+        request_id = self._next_id("req")
+        headers = {"request-id": request_id}
+        if endpoint == "messages":
+            self._rate.record(requests=1)
+        try:
+            if endpoint == "unknown":
+                raise APIFailure(404, "not_found_error", f"Not found: {method} {path}")
+            self._authenticate(handler)
+            body = self._parse(raw) if method == "POST" and endpoint != "batches.cancel" else {}
+            if endpoint == "messages" and self.record_requests:
+                with self._lock:
+                    self._stats.requests.append(body)
+            fault = self._injector.draw(endpoint)
+            if fault is not None:
+                self._bump("faults", fault)
+                failure = status_failure(fault, self.faults)
+                if failure is not None:
+                    raise failure
+                if fault == "timeout":
+                    self._stopping.wait(self.faults.timeout_hold)
+                if fault in ("timeout", "reset"):
+                    return None
+            base = f"http://{handler.headers.get('Host') or self.base_url.removeprefix('http://')}"
+            status, payload, content_type = self._dispatch(endpoint, batch_id, body, query, base)
+            if fault == "malformed":
+                payload = payload[: max(1, len(payload) // 2)]
+            headers["Content-Type"] = content_type
+        except Exception as exc:
+            if not isinstance(exc, APIFailure):  # a bug here: answer like the API would, and log it
+                _log.exception("the fake Messages API failed on %s %s", method, path)
+                exc = APIFailure(500, "api_error", f"internal error in the test server: {exc!r}")
+            self._bump("errors", exc.error_type)
+            status, payload = exc.status, json.dumps(exc.body(request_id)).encode()
+            headers.update({**exc.headers, "Content-Type": _JSON})
+        if endpoint in ("messages", "count_tokens"):
+            headers.update(self._rate.record())
+        return status, payload, headers
+
+    def _authenticate(self, handler: _Handler) -> None:
+        if self.api_key is None:
+            return
+        key = handler.headers.get("x-api-key")
+        bearer = handler.headers.get("Authorization", "")
+        if key != self.api_key and bearer != f"Bearer {self.api_key}":
+            raise APIFailure(401, "authentication_error", "invalid x-api-key")
+
+    @staticmethod
+    def _parse(raw: bytes) -> dict[str, Any]:
+        try:
+            body = json.loads(raw or b"null")
+        except ValueError as exc:
+            raise APIFailure(400, "invalid_request_error", f"request body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise APIFailure(400, "invalid_request_error", "request body must be a JSON object")
+        return body
+
+    def _dispatch(
+        self, endpoint: str, batch_id: str | None, body: dict[str, Any], query: dict[str, str], base: str
+    ) -> tuple[int, bytes, str]:
+        """``(status, payload, content type)`` of a successful answer."""
+        if endpoint == "messages":
+            self._sleep_latency()
+            message = self._answer(body)
+            with self._lock:
+                self._stats.input_tokens += message["usage"]["input_tokens"]
+                self._stats.output_tokens += message["usage"]["output_tokens"]
+            if body.get("stream"):
+                return 200, sse_events(message), "text/event-stream; charset=utf-8"
+            return 200, json.dumps(message).encode(), _JSON
+        if endpoint == "count_tokens":
+            self._check_model(validate_request(body, count_only=True))
+            return 200, json.dumps({"input_tokens": count_input_tokens(body, self.token_counter)}).encode(), _JSON
+        if endpoint == "batches.results":
+            return 200, self.batches.results(str(batch_id)), "application/x-jsonl"
+        if endpoint == "batches.create":
+            result = self.batches.create(body, self._answer, base)
+        elif endpoint == "batches.list":
+            result = self.batches.list(query, base)
+        elif endpoint == "batches.retrieve":
+            result = self.batches.retrieve(str(batch_id), base)
+        elif endpoint == "batches.cancel":
+            result = self.batches.cancel(str(batch_id), base)
+        else:  # batches.delete
+            result = self.batches.delete(str(batch_id))
+        return 200, json.dumps(result).encode(), _JSON
+
+    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Validate a Messages request and build its Message (used for batches too)."""
+        self._check_model(validate_request(body))
+        try:
+            text = self.responder(body)
+            if not isinstance(text, str):
+                raise TypeError(f"a responder must return str, not {type(text).__name__}")
+        except Exception as exc:
+            _log.warning("responder failed", exc_info=True)
+            raise APIFailure(500, "api_error", f"responder failed: {exc!r}") from exc
+        message = build_message(body, text, counter=self.token_counter, message_id=self._next_id("msg"))
+        self._rate.record(
+            input_tokens=message["usage"]["input_tokens"], output_tokens=message["usage"]["output_tokens"]
+        )
+        return message
+
+    def _check_model(self, body: dict[str, Any]) -> None:
+        if self.models is not None and body["model"] not in self.models:
+            raise APIFailure(404, "not_found_error", f"model: {body['model']}")
+
+    def _sleep_latency(self) -> None:
+        if isinstance(self.latency, tuple):
+            with self._lock:
+                delay = self._latency_rng.uniform(*self.latency)
+        else:
+            delay = self.latency
+        if delay > 0:
+            self._stopping.wait(delay)

@@ -1,0 +1,50 @@
+"""What the server saw: counters that tests and other processes read."""
+
+from __future__ import annotations
+
+import copy
+import json
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass
+class ServerStats:
+    """What the server saw. ``MessagesServer.stats`` returns a copy, so it is safe to keep."""
+
+    #: Requests per endpoint (``messages``, ``count_tokens``, ``batches.create``, ...).
+    endpoints: dict[str, int] = field(default_factory=dict)
+    #: JSON bodies of the ``/v1/messages`` requests, in arrival order (faulted ones included).
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    #: Injected faults and sticky answers by kind.
+    faults: dict[str, int] = field(default_factory=dict)
+    #: Error answers by error type (injected or not, e.g. ``invalid_request_error``).
+    errors: dict[str, int] = field(default_factory=dict)
+    in_flight: int = 0
+    max_in_flight: int = 0
+    #: Tokens billed on successful ``/v1/messages`` answers.
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+    def to_json(self, *, requests: bool = True) -> dict[str, Any]:
+        """Plain JSON (``requests=False`` leaves the request bodies out)."""
+        data = asdict(self)
+        if not requests:
+            data["requests"] = []
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ServerStats:
+        """Inverse of :meth:`to_json`."""
+        return cls(**{k: copy.deepcopy(v) for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+def fetch_stats(base_url: str, *, requests: bool = False, timeout: float = 5.0) -> ServerStats:
+    """Read the stats of a server running elsewhere (e.g. started with the CLI)."""
+    if not base_url.startswith(("http://", "https://")):
+        raise ValueError(f"expected an http(s) base URL, got {base_url!r}")
+    url = f"{base_url.rstrip('/')}/_longctx/stats?requests={int(requests)}"
+    with urllib.request.urlopen(url, timeout=timeout) as response:  # noqa: S310 (scheme checked above)
+        return ServerStats.from_json(json.loads(response.read()))

@@ -1,0 +1,86 @@
+"""What the controller starts once for all workers: the local model server, prefetch, batches."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_longctx.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
+
+REMOTE = ("anthropic", "openai")
+
+
+def start_local_server(config: pytest.Config) -> None:
+    settings = config.stash[SETTINGS_KEY]
+    shared = config.stash[SHARED_KEY]
+    if settings.model.provider != "local" and settings.judge.provider != "local" or shared.local_url:
+        return
+    from pytest_longctx.backends.local_server import LocalModelServer
+
+    name = settings.model.name if settings.model.provider == "local" else settings.judge.name
+    server = LocalModelServer(name, cache_dir=settings.cache_dir)
+    shared.local_url = server.start()
+    config.stash[RUN_KEY].server = server
+
+
+def prefetch_wanted(config: pytest.Config) -> bool:
+    s = config.stash[SETTINGS_KEY]
+    if s.plan or os.environ.get("LONGCTX_CHILD") or s.cache == "off":
+        return False
+    if s.batch:
+        return True
+    if s.prefetch == "on":
+        return True
+    return s.prefetch == "auto" and s.model.provider in REMOTE and s.cache == "on"
+
+
+def start_prefetch(config: pytest.Config) -> None:
+    """Plan the run in a child process, then send (or batch) every uncached request up front."""
+    if not prefetch_wanted(config):
+        return
+    from pytest_longctx.backends import build_backend
+    from pytest_longctx.backends.cache import ResponseCache
+    from pytest_longctx.prefetch import Dispatcher, PlanFailed, run_plan
+
+    s = config.stash[SETTINGS_KEY]
+    shared = config.stash[SHARED_KEY]
+    state = config.stash[RUN_KEY]
+    work = s.cache_dir / "prefetch" / f"{os.getpid()}-{int(time.time() * 1000)}"
+    try:
+        plan_file = run_plan(config.invocation_params.args, Path(config.invocation_params.dir), work)
+    except PlanFailed as exc:
+        if s.batch:
+            from pytest_longctx.errors import UsageError
+
+            raise UsageError(f"--longctx-batch: {exc}") from None
+        state.notes.append(f"prefetch off: {exc}")
+        shutil.rmtree(work, ignore_errors=True)
+        return
+    cache = ResponseCache(s.cache_dir)
+    if s.batch:
+        from pytest_longctx.batch import run_batches
+
+        state.batch = run_batches(s, cache, work, plan_file)
+    else:
+        options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
+        backend = build_backend(s.model, context_window=s.context_window, **options)
+        state.dispatcher = Dispatcher(backend, cache, work, plan_file)
+        state.dispatcher.start()
+    shared.prefetch_dir = str(work)
+
+
+def stop_services(config: pytest.Config) -> None:
+    state = config.stash[RUN_KEY]
+    if state.server is not None:
+        state.server.stop()
+        state.server = None
+    if state.dispatcher is not None:
+        state.dispatcher.join(timeout=5)
+        state.dispatcher = None
+    prefetch_dir = config.stash[SHARED_KEY].prefetch_dir
+    if prefetch_dir and Path(prefetch_dir).is_dir():
+        shutil.rmtree(prefetch_dir, ignore_errors=True)

@@ -1,0 +1,121 @@
+"""Shared helpers for the plugin's own tests: pytester, the xdist modes, and a runner that reads the run record."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy  # noqa: F401  (in-process runs unload what they import, and numpy cannot be imported twice)
+import pytest
+
+pytest_plugins = ["pytester"]
+
+#: Extra arguments of each way a scenario runs: plain, xdist without workers, two workers, xdist disabled.
+MODES: dict[str, list[str]] = {
+    "plain": [],
+    "n0": ["-n", "0"],
+    "n2": ["-n", "2"],
+    "no-xdist": ["-p", "no:xdist"],
+}
+
+#: The pyproject every pytester project starts from: the repository's asyncio set-up, and none of the
+#: unrelated plugins that are slow to import in every xdist worker (hypothesis alone takes seconds).
+PYPROJECT = """\
+[tool.pytest.ini_options]
+asyncio_mode = "strict"
+asyncio_default_fixture_loop_scope = "session"
+asyncio_default_test_loop_scope = "session"
+addopts = "-p no:cacheprovider -p no:hypothesispytest -p no:benchmark -p no:anyio"
+{extra}
+"""
+
+#: Per-trial fields that legitimately differ between runs (timing) and so are left out of comparisons.
+VOLATILE_TRIAL_FIELDS = ("latency_s",)
+
+
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """The plugin's own tests run no eval: keep the outer session off the local model (and its server)."""
+    if getattr(config.option, "longctx_model", None) is None and not config.getini("longctx_model"):
+        config.option.longctx_model = "fake/perfect"
+
+
+@pytest.fixture(autouse=True)
+def _clean_longctx_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Environment variables of the developer's shell must not leak into pytester runs."""
+    for name in ("LONGCTX_CACHE_DIR", "LONGCTX_DATA_DIR", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(params=list(MODES.values()), ids=list(MODES))
+def mode_args(request: pytest.FixtureRequest) -> list[str]:
+    """Extra pytest arguments of one execution mode (see MODES)."""
+    return list(request.param)
+
+
+@dataclass
+class LongctxRun:
+    """One pytester run: its result and where its run record is (``record`` asserts that it was written)."""
+
+    result: pytest.RunResult
+    report_dir: Path
+
+    @property
+    def ret(self) -> int:
+        return int(self.result.ret)
+
+    @property
+    def record(self) -> dict[str, Any]:
+        path = self.report_dir / "longctx.json"
+        assert path.is_file(), f"no run record written:\n{self.result.stdout.str()}\n{self.result.stderr.str()}"
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
+    def cell(self, experiment: str, **params: Any) -> dict[str, Any]:
+        matches = [c for c in self.record["cells"] if c["experiment"] == experiment and c["params"] == params]
+        assert len(matches) == 1, f"{experiment} {params}: {len(matches)} cells in {self.record['cells']}"
+        return matches[0]
+
+    def trials(self) -> list[dict[str, Any]]:
+        """Trial records without their timing, in record order."""
+        return [{k: v for k, v in t.items() if k not in VOLATILE_TRIAL_FIELDS} for t in self.record["trials"]]
+
+
+class LongctxRunner:
+    """Writes a pytester project and runs it with the fake model, an own report dir and no cache."""
+
+    def __init__(self, pytester: pytest.Pytester) -> None:
+        self.pytester = pytester
+        self.runs = 0
+        self.project()
+
+    def project(self, ini: str = "") -> None:
+        """(Re)write pyproject.toml; ``ini`` is appended to its [tool.pytest.ini_options] table."""
+        self.pytester.makefile(".toml", pyproject=PYPROJECT.format(extra=ini))
+
+    def run(self, *args: str, model: str | None = "fake/perfect", report_dir: str | None = None, cache: bool = False,
+            subprocess: bool | None = None) -> LongctxRun:
+        """Run pytest in the project (``model=None``: leave the model to the ini file).
+
+        xdist modes (``-n``) always run in a subprocess; others in-process unless ``subprocess`` says otherwise.
+        """
+        self.runs += 1
+        out = self.pytester.path / (report_dir or f"reports-{self.runs}")
+        full = ["--longctx-model", model] if model else []
+        full += ["--longctx-report-dir", str(out)]
+        full += ["--longctx-cache-dir", str(self.pytester.path / "cache")] if cache else ["--longctx-cache", "off"]
+        full += list(args)
+        if subprocess is None:
+            subprocess = "-n" in args
+        if subprocess:
+            result = self.pytester.runpytest_subprocess(*full, timeout=120)
+        else:
+            result = self.pytester.runpytest_inprocess(*full)
+        return LongctxRun(result, out)
+
+
+@pytest.fixture
+def longctx_runner(pytester: pytest.Pytester) -> LongctxRunner:
+    """A pytester project prepared for longctx runs."""
+    return LongctxRunner(pytester)

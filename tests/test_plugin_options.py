@@ -1,0 +1,110 @@
+"""Options: --help, one-line usage errors, CLI over ini, ini list thresholds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+ONE_TRIAL = '''
+import pytest
+
+from pytest_longctx import Oracle, Request
+
+
+@pytest.mark.longctx("opt")
+@pytest.mark.parametrize("kind", ["right", "wrong"])
+async def test_one(longctx, kind):
+    answer = await longctx.ask(Request.user(f"{kind}?", max_tokens=4), oracle=Oracle("yes", ("no",)))
+    assert answer == ("yes" if kind == "right" else "nope")
+'''
+
+
+def test_help_shows_the_longctx_group(longctx_runner: Any) -> None:
+    result = longctx_runner.pytester.runpytest_inprocess("--help")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([
+        "pytest-longctx: long-context LLM evaluation:",
+        "*--longctx-model=MODEL*",
+    ])
+    text = result.stdout.str()
+    for flag in ("--longctx-seed", "--longctx-samples", "--longctx-threshold", "--longctx-report-dir",
+                 "--longctx-cache", "--longctx-compare", "--longctx-plan", "--longctx-max-concurrency"):
+        assert flag in text
+    for ini in ("longctx_model", "longctx_threshold", "longctx_seed"):
+        assert ini in text
+    assert "(default: on)" in text  # help states the default
+
+
+@pytest.mark.parametrize(("args", "message", "subprocess"), [
+    (["--longctx-model", "fake/nope"], "--longctx-model: unknown fake model 'nope'", True),
+    (["--longctx-model", "nowhere/x"], "--longctx-model: unknown provider 'nowhere'", False),
+    (["--longctx-threshold", "kind=wrong"], "--longctx-threshold: missing SELECTOR:SPEC", True),
+    (["--longctx-threshold", "*:1.5"], "--longctx-threshold: accuracy must be between", False),
+    (["--longctx-threshold", "*:max-drop=0.1/often"], "unknown suffix 'often'", False),
+], ids=["fake-name", "provider", "no-spec", "range", "suffix"])
+def test_bad_value_is_a_one_line_usage_error(longctx_runner: Any, args: list[str], message: str,
+                                             subprocess: bool) -> None:
+    pytester = longctx_runner.pytester
+    pytester.makepyfile(test_one=ONE_TRIAL)
+    args = args if "--longctx-model" in args else ["--longctx-model", "fake/perfect", *args]
+    result = pytester.runpytest_subprocess(*args) if subprocess else pytester.runpytest_inprocess(*args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR == 4
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1, result.stderr.str()
+    assert lines[0].startswith("ERROR: ") and message in lines[0]
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+
+
+def test_bad_ini_threshold_is_a_usage_error(longctx_runner: Any) -> None:
+    longctx_runner.project('longctx_threshold = ["*:0.8", "shuffle:0.9"]')
+    longctx_runner.pytester.makepyfile(test_one=ONE_TRIAL)
+    run = longctx_runner.run()
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    assert "selector part 'shuffle' is not key=value" in run.result.stderr.str()
+
+
+def test_cli_overrides_ini(longctx_runner: Any) -> None:
+    longctx_runner.project('longctx_model = "fake/wrong"\nlongctx_seed = "5"\nlongctx_samples = "2"\n'
+                           'longctx_threshold = ["*:0.9"]')
+    longctx_runner.pytester.makepyfile(test_one=ONE_TRIAL)
+
+    from_ini = longctx_runner.run(model=None)
+    settings = from_ini.record["settings"]
+    assert (settings["model"], settings["seed"], settings["samples"]) == ("fake/wrong", 5, 2)
+    assert settings["thresholds"] == ["*:0.9"]
+    assert from_ini.ret == 6
+
+    from_cli = longctx_runner.run("--longctx-seed", "9", "--longctx-threshold", "kind=right:1.0", model="fake/perfect")
+    settings = from_cli.record["settings"]
+    assert (settings["model"], settings["seed"], settings["samples"]) == ("fake/perfect", 9, 2)
+    assert settings["thresholds"] == ["kind=right:1.0"]  # a CLI list replaces the ini list
+    assert from_cli.ret == pytest.ExitCode.OK
+    assert {t["seed"] for t in from_cli.record["trials"]}.isdisjoint(t["seed"] for t in from_ini.record["trials"])
+
+
+@pytest.mark.parametrize("form", ["toml-list", "ini-lines"])
+def test_ini_list_thresholds(longctx_runner: Any, form: str) -> None:
+    pytester = longctx_runner.pytester
+    if form == "toml-list":
+        longctx_runner.project('longctx_threshold = ["kind=right:1.0", "kind=wrong:0.5@n=1"]')
+    else:
+        (pytester.path / "pyproject.toml").unlink()
+        pytester.makeini("""
+            [pytest]
+            asyncio_mode = strict
+            asyncio_default_fixture_loop_scope = session
+            asyncio_default_test_loop_scope = session
+            addopts = -p no:cacheprovider -p no:hypothesispytest -p no:benchmark -p no:anyio
+            longctx_threshold =
+                kind=right:1.0
+                kind=wrong:0.5@n=1
+        """)
+    pytester.makepyfile(test_one=ONE_TRIAL)
+    run = longctx_runner.run("--longctx-samples", "2")
+
+    assert run.record["settings"]["thresholds"] == ["kind=right:1.0", "kind=wrong:0.5@n=1"]
+    assert run.record["gate"]["counts"] == {"pass": 1, "fail": 1, "too-few": 0, "no-baseline": 0}
+    assert [c["verdict"] for c in run.cell("opt", kind="right")["checks"]] == ["pass"]
+    assert [c["verdict"] for c in run.cell("opt", kind="wrong")["checks"]] == ["fail"]
+    assert run.ret == 6

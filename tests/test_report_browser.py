@@ -1,0 +1,183 @@
+"""The HTML report in a real browser: headless Chromium renders it offline, takes a screenshot,
+and shows that a script hidden in a model answer never runs.
+
+Skipped only when /usr/bin/chromium is missing (CI installs the Debian ``chromium`` package).
+Set LONGCTX_KEEP_SCREENSHOT=1 to copy the screenshot to reports/screenshots/ in the repository.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import pytest
+
+from pytest_longctx.reporting.html import render_html
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync")
+SCREENSHOT = Path("reports/screenshots/longctx-report.png")
+REPO = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser test: /usr/bin/chromium not installed "
+                                "(apt-get install chromium)")
+
+
+def _load_report_data() -> ModuleType:
+    name = "longctx_report_data"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("report_data.py"))
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+data = _load_report_data()
+
+
+def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run headless Chromium with a throwaway profile; no network services, nothing fetched."""
+    cmd = [str(CHROMIUM), *FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}", *args]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result
+
+
+def write_report(tmp: Path, record: dict[str, Any]) -> Path:
+    path = tmp / "reports" / "longctx.html"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(record), encoding="utf-8")
+    return path
+
+
+def decode_png(blob: bytes) -> np.ndarray:
+    """Pixels (height, width, channels) of an 8-bit RGB/RGBA, non-interlaced PNG, with stdlib zlib."""
+    assert blob[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    pos, idat, header = 8, [], None
+    while pos < len(blob):
+        (length,) = struct.unpack(">I", blob[pos:pos + 4])
+        kind, body = blob[pos + 4:pos + 8], blob[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            header = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat.append(body)
+        pos += 12 + length
+    assert header is not None
+    width, height, depth, color_type, _, _, interlace = header
+    assert depth == 8 and color_type in (2, 6) and interlace == 0, header
+    bpp = 3 if color_type == 2 else 4
+    raw = np.frombuffer(zlib.decompress(b"".join(idat)), dtype=np.uint8).reshape(height, width * bpp + 1)
+    out = np.zeros((height, width * bpp), dtype=np.int64)
+    prev = np.zeros(width * bpp, dtype=np.int64)
+    for y in range(height):
+        kind, line = int(raw[y, 0]), raw[y, 1:].astype(np.int64)
+        if kind == 0:
+            cur = line
+        elif kind == 1:  # Sub: a running sum per channel
+            cur = np.cumsum(line.reshape(width, bpp), axis=0).reshape(-1) % 256
+        elif kind == 2:  # Up
+            cur = (line + prev) % 256
+        else:  # Average or Paeth: sequential within the row
+            c, p = line.tolist(), prev.tolist()
+            for i in range(len(c)):
+                a = c[i - bpp] if i >= bpp else 0
+                if kind == 3:
+                    c[i] = (c[i] + (a + p[i]) // 2) & 255
+                else:
+                    up_left = p[i - bpp] if i >= bpp else 0
+                    pa, pb, pc = abs(p[i] - up_left), abs(a - up_left), abs(a + p[i] - 2 * up_left)
+                    c[i] = (c[i] + (a if pa <= pb and pa <= pc else p[i] if pb <= pc else up_left)) & 255
+            cur = np.array(c, dtype=np.int64)
+        out[y] = cur
+        prev = cur
+    return out.reshape(height, width, bpp).astype(np.uint8)
+
+
+class Dom(HTMLParser):
+    """Title, element counts and visible text of a --dump-dom result."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.counts: dict[str, int] = {}
+        self.title = ""
+        self.text: list[str] = []
+        self._in: list[str] = []
+        self.feed(text)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.counts[tag] = self.counts.get(tag, 0) + 1
+        self._in.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        while self._in and self._in.pop() != tag:
+            pass
+
+    def handle_data(self, text: str) -> None:
+        if self._in and self._in[-1] == "title" and "head" in self._in:
+            self.title += text
+        elif "script" not in self._in[-1:]:
+            self.text.append(text)
+
+
+def test_screenshot_of_the_report(tmp_path: Path) -> None:
+    record = data.showcase_record(tmp_path, payload=data.PAYLOAD)
+    report = write_report(tmp_path, record)
+    shot = tmp_path / SCREENSHOT
+    shot.parent.mkdir(parents=True, exist_ok=True)
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,2400", report.as_uri())
+    assert shot.is_file() and shot.stat().st_size > 50_000
+    pixels = decode_png(shot.read_bytes())
+    assert pixels.shape[:2] == (2400, 1400)
+    rgb = pixels[:, :, :3].astype(np.int64)
+    colours = np.unique((rgb[:, :, 0] << 16) | (rgb[:, :, 1] << 8) | rgb[:, :, 2])
+    assert len(colours) > 500, "screenshot looks blank"
+    # The FAIL badge (#b91c1c) and coloured charts were painted, not just text on a background.
+    assert (rgb == (185, 28, 28)).all(axis=2).sum() > 5_000
+    saturated = (rgb.max(axis=2) - rgb.min(axis=2)) > 80
+    assert saturated.sum() > 30_000, "no coloured charts in view"
+    rows_with_ink = (rgb.std(axis=1).max(axis=1) > 10).sum()
+    assert rows_with_ink > 800, "most of the page is empty"
+    if os.environ.get("LONGCTX_KEEP_SCREENSHOT") == "1":
+        kept = REPO / SCREENSHOT
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, kept)
+
+
+def test_rendered_dom_has_the_charts_and_record(tmp_path: Path) -> None:
+    record = data.showcase_record(tmp_path)
+    report = write_report(tmp_path, record)
+    dom = chromium(tmp_path, "--dump-dom", "--virtual-time-budget=3000", report.as_uri()).stdout
+    parsed = Dom(dom)
+    assert parsed.counts.get("svg") == 10  # qa 2, controls 1, lrt 2, docs 4, demo 1
+    assert parsed.counts.get("table", 0) >= 7
+    assert parsed.title == f"longctx · {record['settings']['model']} · gate fail"
+    assert 'id="longctx-record"' in dom
+
+
+def test_script_in_a_model_answer_does_not_run(tmp_path: Path) -> None:
+    record = data.make_record(tmp_path, samples=3, payload=data.PAYLOAD, thresholds=("*:0.0",))
+    record["stopped"] = data.PAYLOAD
+    report = write_report(tmp_path, record)
+    dom = chromium(tmp_path, "--dump-dom", "--virtual-time-budget=3000", report.as_uri()).stdout
+    parsed = Dom(dom)
+    assert parsed.title == f"longctx · {record['settings']['model']} · gate pass"
+    assert "PWNED" not in parsed.title
+    assert parsed.counts.get("img", 0) == 0
+    assert parsed.counts.get("script") == 2  # the embedded record and the report's own script
+    text = " ".join(" ".join(parsed.text).split())
+    assert text.count(data.PAYLOAD) >= 3  # two answers and the stop reason, shown as text
+    assert re.search(r"<script>document\.title", dom) is None
