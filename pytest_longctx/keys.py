@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,6 +25,8 @@ class Shared:
     prefetch_dir: str | None = None
     max_concurrency: int = 16
     seed: int = 0
+    exact_tokens: bool = False
+    cache_dir: str = ".longctx-cache"
 
     def share(self) -> int:
         """This process's fair share of the run's concurrency."""
@@ -32,7 +35,10 @@ class Shared:
     def backend_options(self, spec: ModelSpec) -> dict[str, Any]:
         if spec.provider == "local":
             return {"base_url": self.local_url}
-        if spec.provider in ("anthropic", "openai"):
+        if spec.provider == "anthropic":
+            return {"max_concurrency": self.share(), "seed": self.seed, "exact_tokens": self.exact_tokens,
+                    "cache_dir": Path(self.cache_dir)}
+        if spec.provider == "openai":
             return {"max_concurrency": self.share(), "seed": self.seed}
         return {}
 

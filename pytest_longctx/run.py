@@ -86,6 +86,13 @@ def finish_run(session: pytest.Session) -> None:
         from pytest_longctx.plan import summarize_plan
 
         record["plan"] = summarize_plan(state.plan, settings)
+    if state.batch is not None:
+        record["batch"] = state.batch.to_json()
+    if state.dispatcher is not None:
+        p = state.dispatcher.progress
+        record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
+                              "input_tokens": p.input_tokens, "output_tokens": p.output_tokens}
+    record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan:
         return

@@ -64,7 +64,9 @@ def start_prefetch(config: pytest.Config) -> None:
     if s.batch:
         from pytest_longctx.batch import run_batches
 
-        state.batch = run_batches(s, cache, work, plan_file)
+        tw = config.get_terminal_writer()
+        state.batch = run_batches(s, cache, work, plan_file, log=tw.line)
+        (work / "done").touch()
     else:
         options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
         backend = build_backend(s.model, context_window=s.context_window, **options)

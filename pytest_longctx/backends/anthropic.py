@@ -9,8 +9,11 @@ worker down on 429s and stop the run on errors no retry can fix (auth, spend lim
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
 import time
+from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.base import Completion, Request
@@ -75,7 +78,8 @@ class AnthropicBackend:
     provider = "anthropic"
 
     def __init__(self, name: str, context_window: int = 200_000, *, max_concurrency: int = 16,
-                 policy: RetryPolicy | None = None, timeout_s: float = 600.0, seed: int = 0) -> None:
+                 policy: RetryPolicy | None = None, timeout_s: float = 600.0, seed: int = 0,
+                 exact_tokens: bool = False, cache_dir: Path | None = None) -> None:
         self.model = name
         self.context_window = context_window
         self._counter = TiktokenCounter()
@@ -86,12 +90,17 @@ class AnthropicBackend:
         self._client: Any = None
         #: False once the API said this model takes no temperature (newer Claude models).
         self.sends_temperature = True
+        self._exact = ExactCounter(name, cache_dir) if exact_tokens else None
 
     @property
     def tokenizer(self) -> str:
+        if self._exact is not None:
+            return self._exact.name
         return self._counter.name + " (approximation of Claude's tokenizer)"
 
     def count_tokens(self, text: str) -> int:
+        if self._exact is not None:
+            return self._exact.count(text)
         return self._counter.count(text)
 
     def _sdk(self) -> Any:
@@ -140,6 +149,49 @@ class AnthropicBackend:
         if self._client is not None:
             await self._client.close()
             self._client = None
+
+
+class ExactCounter:
+    """Claude's own token counts from the count_tokens endpoint, cached on disk per model and text.
+
+    The endpoint counts a whole user message; the fixed overhead of an empty message is measured
+    once and subtracted, so counts of pieces add up to (at most) the count of their concatenation.
+    """
+
+    def __init__(self, model: str, cache_dir: Path | None) -> None:
+        self.model = model
+        self.name = f"anthropic/{model} (count_tokens API)"
+        self._folder = (cache_dir or Path(".longctx-cache")) / "token-counts" / model.replace("/", "_")
+        self._client: Any = None
+        self._overhead: int | None = None
+
+    def _raw(self, text: str) -> int:
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+        path = self._folder / digest[:2] / digest
+        try:
+            return int(path.read_text())
+        except (OSError, ValueError):
+            pass
+        if self._client is None:
+            import anthropic
+
+            self._client = anthropic.Anthropic(max_retries=6)
+        try:
+            result = self._client.messages.count_tokens(model=self.model,
+                                                        messages=[{"role": "user", "content": text or "."}])
+        except Exception as exc:  # noqa: BLE001 - reported as one line, never a wrong answer
+            raise BackendError(f"anthropic count_tokens: {type(exc).__name__}: {_one_line(exc)}") from None
+        count = int(result.input_tokens)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(str(count))
+        os.replace(tmp, path)
+        return count
+
+    def count(self, text: str) -> int:
+        if self._overhead is None:
+            self._overhead = self._raw("")
+        return max(0, self._raw(text) - self._overhead) if text else 0
 
 
 def _one_line(exc: BaseException) -> str:
