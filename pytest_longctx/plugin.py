@@ -72,9 +72,9 @@ def _needs_model_process(config: pytest.Config) -> bool:
     return not (config.option.collectonly or config.option.help)
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_sessionstart(session: pytest.Session) -> None:
-    if _is_controller(session.config):
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Without xdist, shared services start only when longctx tests were collected."""
+    if _is_controller(session.config) and any(item.get_closest_marker("longctx") for item in session.items):
         _start_services(session.config)
 
 
@@ -99,6 +99,7 @@ class _XdistHooks:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_xdist_setupnodes(self, config: pytest.Config) -> None:
+        # The controller does not collect under xdist, so it starts shared services before the workers.
         _start_services(config)
 
     def pytest_configure_node(self, node: object) -> None:
