@@ -81,6 +81,8 @@ class Aggregator:
             "cache_hits": sum(int(r.get("cache_hits", 0)) for r in trials),
             "input_tokens": sum(int(r.get("input_tokens", 0)) for r in trials),
             "output_tokens": sum(int(r.get("output_tokens", 0)) for r in trials),
+            "paid_input_tokens": sum(int(r.get("paid_input_tokens", 0)) for r in trials),
+            "paid_output_tokens": sum(int(r.get("paid_output_tokens", 0)) for r in trials),
         }
 
 

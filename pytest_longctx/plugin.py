@@ -170,6 +170,24 @@ class _Controller:
                 if self.session is not None:
                     self.session.shouldstop = record["error"]
         state.plan.extend(v for k, v in report.user_properties if k == PLAN_KEY and isinstance(v, dict))
+        if report.when == "teardown":
+            self._progress(state)
+
+    def _progress(self, state: RunState) -> None:
+        """One progress line for the whole run (never one per worker), at most every 10 seconds."""
+        import time
+
+        now = time.time()
+        if now - state.last_progress < 10 or now - state.started < 10:
+            return
+        state.last_progress = now
+        from pytest_longctx.reporting.progress import progress_line
+
+        tr = self.config.pluginmanager.get_plugin("terminalreporter")
+        total = self.session.testscollected if self.session is not None else 0
+        if tr is not None:
+            tr.write("\n")  # xdist prints progress letters itself, so the reporter's own newline check misses them
+            tr.write_line(progress_line(state, self.config.stash[SETTINGS_KEY], total))
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session

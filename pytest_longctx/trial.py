@@ -132,6 +132,8 @@ class Trial:
             "cache_hits": sum(1 for c in self.completions if c.cache_hit),
             "input_tokens": sum(c.input_tokens for c in self.completions),
             "output_tokens": sum(c.output_tokens for c in self.completions),
+            "paid_input_tokens": sum(c.input_tokens for c in self.completions if not c.cache_hit),
+            "paid_output_tokens": sum(c.output_tokens for c in self.completions if not c.cache_hit),
             "latency_s": round(sum(c.latency_s for c in self.completions), 4),
             "detail": self.detail,
         }

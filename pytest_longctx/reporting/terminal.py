@@ -42,8 +42,12 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         tr.write_line("  ".join(col.ljust(w) if j < 2 else col.rjust(w) if j < 6 else col
                                 for j, (col, w) in enumerate(zip(row, widths))).rstrip(), bold=i == 0)
     usage = record["usage"]
+    from pytest_longctx.reporting.progress import estimated_spend
+
+    spend = estimated_spend(usage, settings)
     tr.write_line(f"usage: {usage['trials']} trials, {usage['calls']} model calls, {usage['cache_hits']} cache hits, "
-                  f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens")
+                  f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
+                  + (f", ~${spend:,.2f} at list prices" if spend else ""))
     gate = record["gate"]
     if gate["status"] != "none":
         counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v)
