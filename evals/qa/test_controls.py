@@ -13,17 +13,19 @@ from pytest_longctx.qa.flow import ask_mc
 
 
 @pytest.mark.longctx("qa-baseline")
-async def test_right_section(longctx, qa):
+async def test_right_section(longctx, longctx_settings, qa):
     question = qa.full_pool(longctx.run_seed)[longctx.sample % len(qa.questions)]
     context = f"<section>\n{qa.pieces[question.section_id].text.strip()}\n</section>"
-    given, expected = await ask_mc(longctx, question, context, detail={"section_shown": question.section_id})
+    given, expected = await ask_mc(longctx, question, context, detail={"section_shown": question.section_id},
+                                   scoring=longctx_settings.scoring)
     assert given == expected, f"answered {given or 'nothing readable'}, expected {expected}"
 
 
 @pytest.mark.longctx("qa-control")
-async def test_wrong_section(longctx, qa):
+async def test_wrong_section(longctx, longctx_settings, qa):
     question = qa.full_pool(longctx.run_seed)[longctx.sample % len(qa.questions)]
     other = longctx.rng.choice(sorted(k for k in qa.pieces if k != question.section_id))
     context = f"<section>\n{qa.pieces[other].text.strip()}\n</section>"
-    given, expected = await ask_mc(longctx, question, context, detail={"section_shown": other})
+    given, expected = await ask_mc(longctx, question, context, detail={"section_shown": other},
+                                   scoring=longctx_settings.scoring)
     assert given == expected, f"answered {given or 'nothing readable'}, expected {expected}"

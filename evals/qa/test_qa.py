@@ -25,7 +25,8 @@ def collage_rng(longctx, context_tokens, where) -> random.Random:
     return random.Random(f"{longctx.run_seed}|qa-collage|{context_tokens}|{where}|{longctx.sample}")
 
 
-async def run_trial(longctx, qa, unrelated_examples, context_tokens, where, prompt="plain", examples="none"):
+async def run_trial(longctx, qa, unrelated_examples, context_tokens, where, prompt="plain", examples="none",
+                    scoring="generate"):
     question = qa.question(longctx.sample, context_tokens)
     collage = qa.collage(question, context_tokens, where, collage_rng(longctx, context_tokens, where))
     if examples.startswith("context"):
@@ -34,7 +35,8 @@ async def run_trial(longctx, qa, unrelated_examples, context_tokens, where, prom
         shots = [shuffle_options(q, longctx.rng) for q in unrelated_examples[: example_count(examples)]]
     else:
         shots = []
-    given, expected = await ask_mc(longctx, question, qa.render(collage), prompt=prompt, examples=shots, detail={
+    given, expected = await ask_mc(longctx, question, qa.render(collage), prompt=prompt, examples=shots,
+                                   scoring=scoring, detail={
         "depth_requested": where, "depth_achieved": round(collage.depth, 2), "gold_offset": collage.gold_offset,
         "context_tokens_actual": collage.tokens, "sections": len(collage.pieces), "gold_index": collage.gold_index,
         "baseline_excluded": qa.excluded, "fixtures": {"questions": qa.fixture_sha},
@@ -45,10 +47,12 @@ async def run_trial(longctx, qa, unrelated_examples, context_tokens, where, prom
 @pytest.mark.parametrize("examples", EXAMPLES)
 @pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("position", ["beginning", "middle", "end"])
-async def test_qa_position(longctx, qa, unrelated_examples, context_tokens, position, prompt, examples):
-    await run_trial(longctx, qa, unrelated_examples, context_tokens, position, prompt, examples)
+async def test_qa_position(longctx, longctx_settings, qa, unrelated_examples, context_tokens, position, prompt,
+                           examples):
+    await run_trial(longctx, qa, unrelated_examples, context_tokens, position, prompt, examples,
+                    longctx_settings.scoring)
 
 
 @pytest.mark.parametrize("depth", [0, 25, 50, 75, 100])
-async def test_qa_depth(longctx, qa, unrelated_examples, context_tokens, depth):
-    await run_trial(longctx, qa, unrelated_examples, context_tokens, depth)
+async def test_qa_depth(longctx, longctx_settings, qa, unrelated_examples, context_tokens, depth):
+    await run_trial(longctx, qa, unrelated_examples, context_tokens, depth, scoring=longctx_settings.scoring)

@@ -19,16 +19,21 @@ def option_rng(seed: int, question: Question, sample: int) -> random.Random:
 
 
 async def ask_mc(trial: Trial, question: Question, context: str, *, prompt: str = "plain",
-                 examples: Sequence[Shuffled] = (), detail: dict[str, Any] | None = None) -> tuple[str | None, str]:
+                 examples: Sequence[Shuffled] = (), detail: dict[str, Any] | None = None,
+                 scoring: str = "generate") -> tuple[str | None, str]:
     """Ask one shuffled question over ``context``; record expected/given letters; return (given, expected)."""
     item = shuffle_options(question, option_rng(trial.run_seed, question, trial.sample))
-    request = build_request(context, item, prompt, examples)
-    oracle = Oracle(ideal_output(item.letter, prompt, question.evidence),
-                    tuple(ideal_output(x, prompt, question.evidence) for x in item.wrong_letters()))
+    request = build_request(context, item, prompt, examples, scoring)
+    if request.choices:  # likelihood scoring: the answer is a bare letter after the "<answer>" prefill
+        oracle = Oracle(item.letter + "</answer>", tuple(x + "</answer>" for x in item.wrong_letters()))
+    else:
+        oracle = Oracle(ideal_output(item.letter, prompt, question.evidence),
+                        tuple(ideal_output(x, prompt, question.evidence) for x in item.wrong_letters()))
     raw = await trial.ask(request, oracle=oracle)
     given = extract_choice(raw, item.options)
     trial.record(item=question.id, expected=item.letter, answer=given, section=question.section_id,
                  kind=question.kind, question=question.question, options=list(item.options),
                  unreadable=given is None, examples=[e.question.id for e in examples],
-                 tokenizer=trial.tokenizer, **(detail or {}))
+                 tokenizer=trial.tokenizer, scoring="logprob" if request.choices else "generate",
+                 **(detail or {}))
     return given, item.letter

@@ -49,8 +49,13 @@ def render_example(item: Shuffled, scratchpad: bool) -> str:
                                  scratchpad=pad, letter=item.letter)
 
 
-def build_request(context: str, item: Shuffled, prompt: str, examples: Sequence[Shuffled]) -> Request:
-    """The full request for one trial: documents, optional examples, instructions, the question."""
+def build_request(context: str, item: Shuffled, prompt: str, examples: Sequence[Shuffled],
+                  scoring: str = "generate") -> Request:
+    """The full request for one trial: documents, optional examples, instructions, the question.
+
+    ``scoring="logprob"`` (plain prompts only) prefills ``<answer>`` and asks the backend for the
+    log-probability of each option letter instead of generated text.
+    """
     if prompt not in PROMPTS:
         raise ValueError(f"prompt must be one of {PROMPTS}, got {prompt!r}")
     scratchpad = prompt == "scratchpad"
@@ -63,7 +68,10 @@ def build_request(context: str, item: Shuffled, prompt: str, examples: Sequence[
     refs = [T.MCQA.ref, (T.MCQA_SCRATCHPAD_INSTRUCTIONS if scratchpad else T.MCQA_PLAIN_INSTRUCTIONS).ref]
     if examples:
         refs += [T.MCQA_EXAMPLES.ref, T.MCQA_EXAMPLE.ref]
-    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs), choices=())
+    if scoring == "logprob" and not scratchpad:
+        return Request.user(text, max_tokens=1, template="+".join(refs), prefill="<answer>",
+                            choices=tuple(LETTERS[: len(item.options)]))
+    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs))
 
 
 def ideal_output(letter: str, prompt: str, evidence: str) -> str:
