@@ -61,7 +61,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               "(default: subspan)"),
     OptionDef("docs-judge", "true", "also grade every docs answer with the judge model (default: true)"),
     OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the model's "
-              "window minus 512 for question and answer, at most 2048 for local models)"),
+              "window minus 512 for question and answer, at most 1024 for local models)"),
     OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
     OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost (default: false)"),
     OptionDef("plan-out", None, "with --longctx-plan: also write every planned request to this JSONL file "
@@ -207,7 +207,7 @@ def resolve(config: pytest.Config) -> Settings:
     if docs_scorer == "judge" and not docs_judge:
         raise UsageError(f"{by['docs-scorer'].flag}: judge needs {by['docs-judge'].flag} true")
     docs_context = (_int(by["docs-context"], str(raw["docs-context"]), 128) if raw["docs-context"] is not None
-                    else min(max(window - 512, window // 2), 2048 if model.provider == "local" else window))
+                    else min(max(window - 512, window // 2), 1024 if model.provider == "local" else window))
     prefetch = str(raw["prefetch"])
     if prefetch not in ("auto", "on", "off"):
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")

@@ -102,7 +102,7 @@ class Trial:
         completion = await (client or self.client).complete(request, oracle)
         self.completions.append(completion)
         text = (request.prefill or "") + completion.text
-        if client is None or client is self.client:
+        if client is None:
             self.raw = text
         return text
 

@@ -60,6 +60,10 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
                       f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
     if record.get("compare_error"):
         tr.write_line(f"compare: {record['compare_error']}", red=True)
+    from pytest_longctx.docs.summary import docs_summary
+
+    for line in docs_summary(record["trials"]):
+        tr.write_line(f"longctx {line}")
     for note in state.notes:
         tr.write_line(f"longctx: {note}")
     if state.stop_reason:

@@ -1,0 +1,51 @@
+"""Long-context QA on your own documents (--longctx-docs DIR; default fixtures/docs).
+
+Each trial draws one reviewed question (longctx.rng) about one document of the folder and builds a
+context of whole documents: that document exactly once, among the folder's other documents
+shuffled as distractors. The model answers in one line. The first line is scored by the primary
+scorer (--longctx-docs-scorer, default best-subspan match); exact match, token F1 and an LLM
+judge's verdict (and its agreement with subspan) are recorded beside it.
+
+* Position: the context is filled up to the budget (--longctx-docs-context: the model's window
+  less room for question and answer, capped by the folder's size); the answer document sits at
+  the document boundary nearest the requested token depth.
+* Context size: the answer document alone (0%) up to the whole budget (100%), the answer at a
+  random boundary. The long-context arm reads every document; the rag arm reads the BM25 top-4
+  of the same documents cut into ~200-token chunks (retrieval recall is recorded).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_longctx.docs.scorers import first_line
+
+pytestmark = pytest.mark.longctx("docs")
+
+DEPTHS = [0, 25, 50, 75, 100]  # % of the context's tokens before the answer document
+FRACTIONS = [0, 25, 50, 75, 100]  # % of the budget filled with documents
+ARMS = ["long-context", "rag"]
+
+
+@pytest.mark.parametrize("depth", DEPTHS)
+async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
+    item = docs.pick(longctx.rng)
+    stack = docs.at_depth(item, depth, longctx.rng)
+    answer = await longctx.ask(docs.question(item, docs.render(stack)), oracle=docs.oracle(item, longctx.rng))
+    longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,
+                   **stack.detail())
+    graded = await docs.grade(longctx, longctx_judge, item, answer)
+    assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"
+
+
+@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("context_fraction", FRACTIONS)
+async def test_context_size(longctx, longctx_judge, docs, context_fraction: int, arm: str) -> None:
+    item = docs.pick(longctx.rng)
+    stack = docs.of_size(item, context_fraction, longctx.rng)
+    context, retrieval = docs.retrieve(stack, item) if arm == "rag" else (docs.render(stack), {})
+    answer = await longctx.ask(docs.question(item, context), oracle=docs.oracle(item, longctx.rng))
+    longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,
+                   **stack.detail(), **retrieval)
+    graded = await docs.grade(longctx, longctx_judge, item, answer)
+    assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"
