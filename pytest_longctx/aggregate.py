@@ -48,7 +48,8 @@ class Aggregator:
     @property
     def trials(self) -> list[dict[str, Any]]:
         """All records, in a stable order independent of worker timing."""
-        return sorted(self._trials.values(), key=lambda r: (r["experiment"], cell_key("", r["params"]), r["sample"], r["nodeid"]))
+        return sorted(self._trials.values(),
+                      key=lambda r: (r["experiment"], _sort_params(r["params"]), r["sample"], r["nodeid"]))
 
     def cells(self) -> list[dict[str, Any]]:
         """Per-cell counts, accuracy over scored trials, and the 95% Wilson interval."""

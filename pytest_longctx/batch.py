@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.backends.anthropic import build_params, classify
+from pytest_longctx.backends.anthropic import build_params
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import UsageError
@@ -112,8 +112,7 @@ def _submit(sdk: Any, model: str, entries: list[dict[str, Any]], cache_dir: Path
         requests.append({"custom_id": e["key"], "params": params})
     try:
         batch = sdk.messages.batches.create(requests=requests)
-    except Exception as exc:  # noqa: BLE001 - one clear line for the user
-        kind, _ = classify(exc)
+    except Exception as exc:  # one clear line for the user
         raise UsageError(f"--longctx-batch: could not submit the batch ({type(exc).__name__}: {exc})") from None
     state = {"id": batch.id, "model": model, "keys": [e["key"] for e in entries], "submitted": time.time(),
              "collected": False}
@@ -128,7 +127,8 @@ def _wait(sdk: Any, batch_id: str, poll: float, log: Callable[[str], None]) -> N
         if batch.processing_status == "ended":
             return
         counts = batch.request_counts
-        line = f"longctx batch: {batch_id} {batch.processing_status}: {counts.succeeded} done, {counts.processing} processing"
+        line = (f"longctx batch: {batch_id} {batch.processing_status}: "
+                f"{counts.succeeded} done, {counts.processing} processing")
         if line != last:
             log(line)
             last = line

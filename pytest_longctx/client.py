@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from pytest_longctx.backends.base import Backend, Completion, Request, request_key
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.backends.fake import Oracle
@@ -18,11 +20,15 @@ if TYPE_CHECKING:
     from pytest_longctx.prefetch import Waiter
 
 
-class Planned(Exception):
-    """Raised in plan mode instead of sending a request; carries what would have been sent."""
+class Planned(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """Raised in plan mode instead of sending a request; carries what would have been sent.
+
+    A skip, not an error: pytest then reports it without formatting a traceback (which cost ~70% of a
+    plan run), and an eval's ``except Exception`` around ``ask`` cannot swallow it.
+    """
 
     def __init__(self, entry: dict[str, Any]) -> None:
-        super().__init__("planned")
+        super().__init__("longctx plan: request recorded, not sent", _use_item_location=True)
         self.entry = entry
 
 

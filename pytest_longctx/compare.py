@@ -19,7 +19,8 @@ def load_record(path: Path) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read run record ({exc}); pass a longctx.json written by pytest-longctx") from None
+        raise UsageError(f"{path}: cannot read run record ({exc}); "
+                         "pass a longctx.json written by pytest-longctx") from None
     if not isinstance(record, dict) or record.get("schema") != SCHEMA:
         raise UsageError(f"{path}: not a pytest-longctx run record (schema {SCHEMA!r} expected)")
     return record

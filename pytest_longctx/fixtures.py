@@ -24,7 +24,8 @@ SAMPLE_ARG = "longctx_sample"
 @pytest.fixture(scope="session")
 def longctx_settings(pytestconfig: pytest.Config) -> Settings:
     """The run's resolved settings (model, seed, samples, ...)."""
-    return pytestconfig.stash[SETTINGS_KEY]
+    settings: Settings = pytestconfig.stash[SETTINGS_KEY]
+    return settings
 
 
 def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = None) -> ModelClient:

@@ -62,10 +62,10 @@ def parse_threshold(text: str, *, flag: str = "--longctx-threshold") -> Threshol
     selector: list[tuple[str, str]] = []
     if selector_text.strip() != "*":
         for part in selector_text.split(","):
-            key, eq, value = part.partition("=")
-            if not eq or not key.strip() or not value.strip():
+            key, eq, pattern = part.partition("=")
+            if not eq or not key.strip() or not pattern.strip():
                 raise bad(f"selector part {part!r} is not key=value")
-            selector.append((key.strip(), value.strip()))
+            selector.append((key.strip(), pattern.strip()))
     spec = spec.strip()
     alpha: float | None = None
     if spec.startswith("max-drop="):
@@ -113,7 +113,8 @@ def check_cell(threshold: Threshold, cell: Mapping[str, Any], baseline: Mapping[
     accuracy = float(cell["accuracy"])
     if threshold.kind == "min":
         ok = accuracy >= threshold.value
-        return {**out, "verdict": "pass" if ok else "fail", "detail": f"{accuracy:.3f} {'>=' if ok else '<'} {threshold.value}"}
+        detail = f"{accuracy:.3f} {'>=' if ok else '<'} {threshold.value}"
+        return {**out, "verdict": "pass" if ok else "fail", "detail": detail}
     if baseline is None:
         return {**out, "verdict": "no-baseline", "detail": "no matching cell in the compared run"}
     drop = float(baseline["accuracy"]) - accuracy

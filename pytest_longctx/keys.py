@@ -13,6 +13,8 @@ from pytest_longctx.aggregate import Aggregator
 
 if TYPE_CHECKING:
     from pytest_longctx.models import ModelSpec
+    from pytest_longctx.options import Settings  # noqa: F401 - named in StashKey["Settings"] below
+    from pytest_longctx.trial import Trial  # noqa: F401 - named in StashKey["Trial"] below
 
 
 @dataclass

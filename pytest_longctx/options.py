@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -63,7 +64,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the model's "
               "window minus 512 for question and answer, at most 1024 for local models)"),
     OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
-    OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost (default: false)"),
+    OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost "
+              "(default: false)"),
     OptionDef("plan-out", None, "with --longctx-plan: also write every planned request to this JSONL file "
               "(default: none)"),
     OptionDef("prefetch", "auto", "send every request of the run up front with --longctx-max-concurrency in flight, "
@@ -138,7 +140,8 @@ def add_options(parser: pytest.Parser) -> None:
     group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
     for opt in OPTIONS:
         action = "append" if opt.is_list else "store"
-        group.addoption(opt.flag, action=action, dest=opt.dest, default=None, metavar=opt.noun.upper().replace("-", "_"),
+        group.addoption(opt.flag, action=action, dest=opt.dest, default=None,
+                        metavar=opt.noun.upper().replace("-", "_"),
                         help=opt.help.replace("%(default)s", str(opt.default)))
         parser.addini(opt.dest, help=opt.help.replace("%(default)s", str(opt.default)),
                       type="linelist" if opt.is_list else "string", default=[] if opt.is_list else None)
@@ -175,7 +178,7 @@ def _bool(opt: OptionDef, value: str | None) -> bool:
 
 def resolve(config: pytest.Config) -> Settings:
     """Read every option once; raise UsageError (one line) on the first bad value."""
-    raw = {opt.noun: _raw(config, opt) for opt in OPTIONS}
+    raw: dict[str, Any] = {opt.noun: _raw(config, opt) for opt in OPTIONS}
     by = {opt.noun: opt for opt in OPTIONS}
     model = parse_model_spec(str(raw["model"]), flag=by["model"].flag)
     judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
@@ -185,7 +188,7 @@ def resolve(config: pytest.Config) -> Settings:
     cache = str(raw["cache"])
     if cache not in CACHE_MODES:
         raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")
-    thresholds = tuple(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))  # type: ignore[union-attr]
+    thresholds = tuple(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))
     rootdir = Path(str(config.rootpath))
     compare = Path(str(raw["compare"])) if raw["compare"] else None
     if compare is not None and not compare.is_file():
@@ -219,7 +222,7 @@ def resolve(config: pytest.Config) -> Settings:
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
     report_dir = Path(str(raw["report-dir"]))
-    cache_dir = Path(str(raw["cache-dir"])) if raw["cache-dir"] else Path(os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache"))
+    cache_dir = Path(str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache")))
     return Settings(
         model=model,
         seed=_int(by["seed"], raw["seed"], 0),

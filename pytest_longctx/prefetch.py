@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,17 +26,23 @@ from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import BackendError, FatalBackendError
 
 #: Options of the parent run that the child plan run must not inherit.
-_DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--html", "--junitxml", "--junit-xml",
-                    "--longctx-report-dir", "--longctx-plan", "--longctx-plan-out", "--longctx-prefetch",
-                    "--longctx-batch", "--css", "-p")
+_DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "--rsyncdir", "--max-worker-restart",
+                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan",
+                    "--longctx-plan-out", "--longctx-prefetch", "--longctx-batch", "--css")
 _DROP_FLAGS = ("--self-contained-html", "--looponfail", "-f", "--lf", "--ff")
+#: Plugins the child plan run disables itself, so the parent's ``-p NAME`` for them is dropped.
+_CHILD_DISABLES = ("xdist", "html")
 
 
 def child_args(args: tuple[str, ...] | list[str]) -> list[str]:
-    """The parent's arguments minus distribution, report and mode options."""
+    """The parent's arguments (addopts first) minus distribution, report and mode options.
+
+    ``-p no:NAME`` is kept (the child then skips loading what the parent skipped), and so is
+    ``-p NAME`` unless it names a plugin the child disables.
+    """
     out: list[str] = []
     skip = False
-    for arg in args:
+    for i, arg in enumerate(args):
         if skip:
             skip = False
             continue
@@ -46,26 +52,66 @@ def child_args(args: tuple[str, ...] | list[str]) -> list[str]:
         if name in _DROP_WITH_VALUE:
             skip = "=" not in arg
             continue
-        if arg.startswith("-n") and arg[2:].isdigit() or arg.startswith("-p") and len(arg) > 2:
+        if arg.startswith("-n") and (arg[2:].isdigit() or arg[2:] in ("auto", "logical")):
+            continue
+        if arg.startswith("-p"):
+            value = arg[2:] if len(arg) > 2 else (args[i + 1] if i + 1 < len(args) else "")
+            skip = len(arg) == 2
+            if value.startswith("no:") or not any(p in value for p in _CHILD_DISABLES):
+                out += ["-p", value]
             continue
         out.append(arg)
     return out
 
 
-def run_plan(args: tuple[str, ...] | list[str], cwd: Path, work: Path) -> Path:
-    """Run the selection in plan mode in a child pytest; return the JSONL of planned requests."""
+def plan_path(work: Path) -> Path:
+    """The JSONL file the child plan run appends every planned request to."""
+    return work / "plan.jsonl"
+
+
+def run_plan(args: tuple[str, ...] | list[str], cwd: Path, work: Path,
+             meanwhile: Callable[[], object] | None = None) -> Path:
+    """Run the selection in plan mode in a child pytest; return the JSONL of planned requests.
+
+    ``meanwhile`` runs while the child plans (e.g. importing the SDK, which takes seconds); its errors are ignored.
+    """
     work.mkdir(parents=True, exist_ok=True)
-    plan_file = work / "plan.jsonl"
+    plan_file = plan_path(work)
     plan_file.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "pytest", *child_args(args), "-p", "no:xdist", "-p", "no:html",
            "-q", "--no-header", "-o", "addopts=", "--longctx-plan=true", f"--longctx-plan-out={plan_file}",
            f"--longctx-report-dir={work / 'plan-report'}", "--longctx-prefetch=off", "--longctx-batch=false"]
-    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, env={**os.environ, "LONGCTX_CHILD": "1"})
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}  # already in ``args`` (see plan_args)
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,  # noqa: S603
+                            env={**env, "LONGCTX_CHILD": "1"})
+    try:
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except Exception:  # noqa: S110 - only a head start; the dispatcher does it again and reports
+                pass
+        stdout, stderr = proc.communicate()
+    except BaseException:  # interrupted: leave no planning child behind
+        proc.kill()
+        proc.wait()
+        raise
     if proc.returncode not in (0, 5):
-        tail = (proc.stdout + proc.stderr).strip().splitlines()[-2:]
+        tail = (stdout + stderr).strip().splitlines()[-2:]
         raise PlanFailed(f"planning the run failed (exit {proc.returncode}): {' | '.join(tail)}")
     plan_file.touch()
     return plan_file
+
+
+def plan_args(config: Any) -> list[str]:
+    """The parent's full command line as pytest sees it: ini ``addopts``, ``$PYTEST_ADDOPTS``, then the arguments.
+
+    The child runs with ``-o addopts=`` and gets these (filtered by :func:`child_args`) instead, so it plans
+    with the same ``--longctx-*`` options and skips the same plugins, but never inherits ``-n``.
+    """
+    import shlex
+
+    return [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
+            *config.invocation_params.args]
 
 
 class PlanFailed(Exception):
@@ -138,16 +184,23 @@ class Progress:
 
 
 class Dispatcher:
-    """Controller side: sends planned, uncached requests with bounded concurrency in a thread."""
+    """Controller side: sends planned, uncached requests with bounded concurrency in a thread.
 
-    def __init__(self, backend: Any, cache: ResponseCache, work: Path, plan_file: Path) -> None:
+    Either after the plan run (:meth:`start`), or while it runs (:meth:`start_streaming`, then
+    :meth:`plan_finished`): requests are then sent as the child plans them, so planning and sending overlap.
+    """
+
+    def __init__(self, backend: Any, cache: ResponseCache, work: Path, plan_file: Path, concurrency: int = 16) -> None:
         self.backend = backend
+        self.concurrency = max(1, concurrency)
         self.cache = cache
         self.work = work
         self.plan_file = plan_file
         self.progress = Progress()
         self._thread: threading.Thread | None = None
         self._fatal: str | None = None
+        self._plan_ended = threading.Event()
+        self._abandoned = False
 
     def prepare(self) -> list[dict[str, Any]]:
         """Write keys.txt (every planned key) and return the entries that still need sending."""
@@ -157,15 +210,64 @@ class Dispatcher:
             keys.append(entry["key"])
             if entry["key"] not in pending and self.cache.get(entry["key"]) is None:
                 pending[entry["key"]] = entry
-        (self.work / "keys.txt").write_text("\n".join(sorted(set(keys))), encoding="utf-8")
+        self._write_keys(keys)
         self.progress.total = len(pending)
         return list(pending.values())
 
+    def _write_keys(self, keys: list[str]) -> None:
+        (self.work / "keys.txt").write_text("\n".join(sorted(set(keys))), encoding="utf-8")
+
     def start(self) -> None:
+        """Send everything in the finished plan."""
         entries = self.prepare()
+        self._plan_ended.set()
+        self._spawn(entries)
+
+    def start_streaming(self) -> None:
+        """Send requests as the running child plan run appends them; then call :meth:`plan_finished`."""
+        self._spawn(None)
+
+    def plan_finished(self, ok: bool) -> None:
+        """The child plan run ended: write keys.txt (before any worker starts), or stop feeding if it failed."""
+        if ok:
+            self._write_keys([entry["key"] for entry in read_plan(self.plan_file)] if self.plan_file.exists() else [])
+        else:
+            self._abandoned = True
+        self._plan_ended.set()
+
+    def _spawn(self, entries: list[dict[str, Any]] | None) -> None:
         self._thread = threading.Thread(target=lambda: asyncio.run(self._run(entries)), name="longctx-prefetch",
                                         daemon=True)
         self._thread.start()
+
+    async def _feed(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        """Tail the plan file while the child writes it; queue each new uncached key once, in plan order."""
+        seen: set[str] = set()
+        offset, partial = 0, b""
+        while True:
+            ended = self._plan_ended.is_set()  # checked before reading: the read after the child ended is complete
+            try:
+                with self.plan_file.open("rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                    offset = fh.tell()
+            except FileNotFoundError:
+                chunk = b""
+            *lines, partial = (partial + chunk).split(b"\n")
+            for line in lines:
+                if self._abandoned or not line.strip():
+                    continue
+                entry = json.loads(line)
+                if entry["key"] not in seen and self.cache.get(entry["key"]) is None:
+                    seen.add(entry["key"])
+                    with self.progress.lock:
+                        self.progress.total += 1
+                    queue.put_nowait(entry)
+            if ended or self._abandoned:
+                break
+            await asyncio.sleep(0.02)
+        for _ in range(self.concurrency):
+            queue.put_nowait(None)
 
     async def _one(self, entry: dict[str, Any]) -> None:
         key = entry["key"]
@@ -178,7 +280,7 @@ class Dispatcher:
             self._fatal = str(exc)
             write_error(self.work, key, str(exc), True)
             return
-        except Exception as exc:  # noqa: BLE001 - every failure must reach the waiting test
+        except Exception as exc:  # every failure must reach the waiting test
             message = str(exc) if isinstance(exc, BackendError) else f"prefetch: {type(exc).__name__}: {exc}"
             write_error(self.work, key, message, False)
             with self.progress.lock:
@@ -191,9 +293,22 @@ class Dispatcher:
             self.progress.input_tokens += completion.input_tokens
             self.progress.output_tokens += completion.output_tokens
 
-    async def _run(self, entries: list[dict[str, Any]]) -> None:
+    async def _run(self, entries: list[dict[str, Any]] | None) -> None:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        if entries is not None:
+            for entry in entries:
+                queue.put_nowait(entry)
+            for _ in range(self.concurrency):
+                queue.put_nowait(None)
+
+        async def lane() -> None:  # ``concurrency`` lanes take the entries in plan order, one at a time
+            while (entry := await queue.get()) is not None:
+                await self._one(entry)
+
         try:
-            await asyncio.gather(*(self._one(e) for e in entries))
+            # Not one task per entry: thousands of tasks queued on the backend's limit would all wake on each answer.
+            feed = [self._feed(queue)] if entries is None else []
+            await asyncio.gather(*feed, *(lane() for _ in range(self.concurrency)))
         finally:
             (self.work / "done").touch()
             await self.backend.aclose()

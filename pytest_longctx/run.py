@@ -24,10 +24,13 @@ SCHEMA_VERSION = 1
 
 def git_commit(root: Path) -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, timeout=5)
+        out = subprocess.run(["git", "rev-parse", "HEAD"],  # noqa: S607 - git from PATH, as a user runs it
+                             cwd=root, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
 
 
 def build_record(settings: Settings, state: Any, finished: float, workers: int) -> dict[str, Any]:

@@ -23,17 +23,17 @@ def extract_choice(text: str, options: Sequence[str] = ()) -> str | None:
     for pattern in (_TAG, _OPEN_TAG):
         found = pattern.findall(text)
         if found:
-            return found[-1].upper()
+            return str(found[-1]).upper()
     without_scratch = re.sub(r"<scratchpad>.*?</scratchpad>", " ", text, flags=re.DOTALL | re.IGNORECASE)
     m = _PHRASE.search(without_scratch)
     if m:
-        return m.group(1).upper()
+        return str(m.group(1)).upper()
     m = _LEADING.match(without_scratch)
     if m:
-        return m.group(1)
+        return str(m.group(1))
     parens = set(_PAREN.findall(without_scratch))
     if len(parens) == 1:
-        return parens.pop()
+        return str(parens.pop())
     if options:
         low = without_scratch.lower()
         hits = [LETTERS[i] for i, opt in enumerate(options) if opt.strip() and opt.strip().lower() in low]

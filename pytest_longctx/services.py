@@ -17,7 +17,7 @@ REMOTE = ("anthropic", "openai")
 def start_local_server(config: pytest.Config) -> None:
     settings = config.stash[SETTINGS_KEY]
     shared = config.stash[SHARED_KEY]
-    if settings.model.provider != "local" and settings.judge.provider != "local" or shared.local_url:
+    if (settings.model.provider != "local" and settings.judge.provider != "local") or shared.local_url:
         return
     from pytest_longctx.backends.local_server import LocalModelServer
 
@@ -44,15 +44,25 @@ def start_prefetch(config: pytest.Config) -> None:
         return
     from pytest_longctx.backends import build_backend
     from pytest_longctx.backends.cache import ResponseCache
-    from pytest_longctx.prefetch import Dispatcher, PlanFailed, run_plan
+    from pytest_longctx.prefetch import Dispatcher, PlanFailed, plan_args, plan_path, run_plan
 
     s = config.stash[SETTINGS_KEY]
     shared = config.stash[SHARED_KEY]
     state = config.stash[RUN_KEY]
     work = s.cache_dir / "prefetch" / f"{os.getpid()}-{int(time.time() * 1000)}"
+    cache = ResponseCache(s.cache_dir)
+    dispatcher = None
+    if not s.batch:  # send while the child plans; workers start only once the plan (keys.txt) is complete
+        options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
+        backend = build_backend(s.model, context_window=s.context_window, **options)
+        dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
     try:
-        plan_file = run_plan(config.invocation_params.args, Path(config.invocation_params.dir), work)
+        meanwhile = dispatcher.start_streaming if dispatcher else lambda: _preload_sdk(s.model.provider)
+        plan_file = run_plan(plan_args(config), Path(config.invocation_params.dir), work, meanwhile=meanwhile)
     except PlanFailed as exc:
+        if dispatcher is not None:
+            dispatcher.plan_finished(ok=False)
+            dispatcher.join()
         if s.batch:
             from pytest_longctx.errors import UsageError
 
@@ -60,7 +70,6 @@ def start_prefetch(config: pytest.Config) -> None:
         state.notes.append(f"prefetch off: {exc}")
         shutil.rmtree(work, ignore_errors=True)
         return
-    cache = ResponseCache(s.cache_dir)
     if s.batch:
         from pytest_longctx.batch import run_batches
 
@@ -68,11 +77,16 @@ def start_prefetch(config: pytest.Config) -> None:
         state.batch = run_batches(s, cache, work, plan_file, log=tw.line)
         (work / "done").touch()
     else:
-        options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
-        backend = build_backend(s.model, context_window=s.context_window, **options)
-        state.dispatcher = Dispatcher(backend, cache, work, plan_file)
-        state.dispatcher.start()
+        assert dispatcher is not None
+        dispatcher.plan_finished(ok=True)
+        state.dispatcher = dispatcher
     shared.prefetch_dir = str(work)
+
+
+def _preload_sdk(provider: str) -> None:
+    """Import the provider's SDK (seconds for ``anthropic``) while the child plans, not after it."""
+    if provider == "anthropic":
+        import anthropic  # noqa: F401
 
 
 def stop_services(config: pytest.Config) -> None:

@@ -62,7 +62,8 @@ def test_split_keeps_only_sized_sections() -> None:
         def count(self, text: str) -> int:
             return len(text.split())
 
-    text = "DEPARTMENT OF TRANSPORTATION " + "w " * 300 + "BILLING CODE x " + "y " * 10 + "BILLING CODE z " + "q " * 6000
+    text = ("DEPARTMENT OF TRANSPORTATION " + "w " * 300 + "BILLING CODE x " + "y " * 10
+            + "BILLING CODE z " + "q " * 6000)
     raw, kept = split_sections(text, Words())
     assert raw == 3
     assert [s.index for s in kept] == [0]

@@ -108,7 +108,8 @@ def test_usage_totals() -> None:
     agg = Aggregator()
     for record in _records():
         agg.add(record)
-    assert agg.usage() == {"trials": 17, "calls": 15, "cache_hits": 0, "input_tokens": 1500, "output_tokens": 75}
+    assert agg.usage() == {"trials": 17, "calls": 15, "cache_hits": 0, "input_tokens": 1500, "output_tokens": 75,
+                           "paid_input_tokens": 0, "paid_output_tokens": 0}
 
 
 def test_records_of_and_add_report() -> None:

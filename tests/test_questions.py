@@ -64,7 +64,8 @@ def test_validator_catches_bad_items(sections) -> None:
 def test_evidence_shared_with_another_section_is_rejected(sections) -> None:
     ids = sorted(sections)
     a, b = ids[0], ids[1]
-    shared = {a: sections[a] + " the same boilerplate sentence here.", b: sections[b] + " the same boilerplate sentence here."}
+    tail = " the same boilerplate sentence here."
+    shared = {a: sections[a] + tail, b: sections[b] + tail}
     q = Question("x/6", a, "text", "What about the FAA?", "a", ("b", "c", "d"), "the same boilerplate sentence here.")
     assert any("also occurs" in p for p in validate([q], shared))
 

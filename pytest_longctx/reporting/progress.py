@@ -10,7 +10,8 @@ from pytest_longctx.options import Settings
 def estimated_spend(usage: dict[str, Any], settings: Settings) -> float:
     """USD at list prices for the tokens of calls that were not cache hits (0 for free models)."""
     profile = settings.model.profile
-    return (usage["paid_input_tokens"] * profile.input_price + usage["paid_output_tokens"] * profile.output_price) / 1e6
+    paid = usage["paid_input_tokens"] * profile.input_price + usage["paid_output_tokens"] * profile.output_price
+    return float(paid) / 1e6
 
 
 def progress_line(state: Any, settings: Settings, total: int) -> str:

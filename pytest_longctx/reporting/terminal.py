@@ -34,13 +34,14 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         cmp = cell.get("compare")
         verdict = cell_verdict(cell)
         if cmp is not None:
-            verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f} vs base{'*' if cmp['significant_drop'] else ''})"
+            star = "*" if cmp["significant_drop"] else ""
+            verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f} vs base{star})"
         rows.append((cell["experiment"], _params(cell["params"]), str(cell["n"]), f"{cell['accuracy']:.3f}",
                      f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", str(cell["errors"]), verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
         tr.write_line("  ".join(col.ljust(w) if j < 2 else col.rjust(w) if j < 6 else col
-                                for j, (col, w) in enumerate(zip(row, widths))).rstrip(), bold=i == 0)
+                                for j, (col, w) in enumerate(zip(row, widths, strict=True))).rstrip(), bold=i == 0)
     usage = record["usage"]
     from pytest_longctx.reporting.progress import estimated_spend
 
