@@ -1,0 +1,306 @@
+"""Any OpenAI-compatible ``/v1/chat/completions`` endpoint (vLLM, SGLang, llama.cpp, Ollama, OpenAI).
+
+Plain httpx, no SDK. The endpoint comes from ``OPENAI_BASE_URL`` (e.g. ``http://127.0.0.1:8000/v1``)
+and the key from ``OPENAI_API_KEY`` (optional for local servers; never logged or cached). Tokens are
+counted by the server's ``/tokenize`` when it has one (llama.cpp, vLLM), else approximated with
+tiktoken's cl100k_base, and :attr:`OpenAIBackend.tokenizer` says which.
+
+This module also holds the small retry loop shared with :mod:`pytest_longctx.backends.local`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from pytest_longctx.backends.base import Completion, Request
+from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: Statuses worth another try: rate limits, overload, gateway trouble.
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+#: OpenAI's ``finish_reason`` in the stop-reason vocabulary the other backends use.
+_STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use"}
+_APPROXIMATE = " (approximate)"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How often and how patiently a request is retried (exponential backoff, Retry-After honoured)."""
+
+    attempts: int = 4
+    backoff_s: float = 1.0
+    max_backoff_s: float = 30.0
+
+    def delay(self, attempt: int, retry_after: str | None = None) -> float:
+        """Seconds to wait before try number ``attempt`` (1-based retries)."""
+        if retry_after:
+            try:
+                return min(self.max_backoff_s, max(0.0, float(retry_after)))
+            except ValueError:
+                pass
+        return float(min(self.max_backoff_s, self.backoff_s * 2.0 ** (attempt - 1)))
+
+
+async def apost_json(
+    client: httpx.AsyncClient,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    policy: RetryPolicy,
+    what: str,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """POST JSON and return the JSON object answered, retrying per ``policy``; BackendError after."""
+    last, retry_after = "", None
+    for attempt in range(max(1, policy.attempts)):
+        if attempt:
+            await asyncio.sleep(policy.delay(attempt, retry_after))
+        try:
+            response = await client.post(url, json=payload, headers=headers)
+        except httpx.TransportError as exc:
+            last, retry_after = _describe(exc), None
+            continue
+        data = _check(response, what)
+        if data is not None:
+            return data
+        last, retry_after = f"HTTP {response.status_code}: {_brief(response)}", response.headers.get("retry-after")
+    raise BackendError(f"{what}: failed after {max(1, policy.attempts)} attempts: {last}")
+
+
+def post_json(
+    client: httpx.Client,
+    url: str,
+    payload: dict[str, Any],
+    *,
+    policy: RetryPolicy,
+    what: str,
+    headers: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """Synchronous :func:`apost_json` (for token counting, which the protocol makes synchronous)."""
+    last, retry_after = "", None
+    for attempt in range(max(1, policy.attempts)):
+        if attempt:
+            time.sleep(policy.delay(attempt, retry_after))
+        try:
+            response = client.post(url, json=payload, headers=headers)
+        except httpx.TransportError as exc:
+            last, retry_after = _describe(exc), None
+            continue
+        data = _check(response, what)
+        if data is not None:
+            return data
+        last, retry_after = f"HTTP {response.status_code}: {_brief(response)}", response.headers.get("retry-after")
+    raise BackendError(f"{what}: failed after {max(1, policy.attempts)} attempts: {last}")
+
+
+def _check(response: httpx.Response, what: str) -> dict[str, Any] | None:
+    """The JSON object of a good response; None if the status is worth a retry; raises otherwise."""
+    code = response.status_code
+    if code in RETRY_STATUSES:
+        return None
+    if code in (401, 403):
+        raise FatalBackendError(f"{what}: HTTP {code}, check OPENAI_API_KEY: {_brief(response)}")
+    if response.is_error:
+        raise BackendError(f"{what}: HTTP {code}: {_brief(response)}")
+    try:
+        data = response.json()
+    except ValueError:
+        raise BackendError(f"{what}: answer is not JSON: {_brief(response)}") from None
+    if not isinstance(data, dict):
+        raise BackendError(f"{what}: answer is not a JSON object: {_brief(response)}")
+    return data
+
+
+def _brief(response: httpx.Response) -> str:
+    try:
+        text = response.text
+    except (httpx.HTTPError, UnicodeDecodeError):
+        return "(unreadable body)"
+    return " ".join(text.split())[:300] or "(empty body)"
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def chat_messages(request: Request) -> list[dict[str, str]]:
+    """OpenAI-style messages: system first, then the turns, then the prefill as an assistant turn."""
+    messages = [{"role": "system", "content": request.system}] if request.system else []
+    messages += [{"role": m.role, "content": m.content} for m in request.messages]
+    if request.prefill:
+        messages.append({"role": "assistant", "content": request.prefill})
+    return messages
+
+
+def build_chat_body(model: str, request: Request) -> dict[str, Any]:
+    """The ``/chat/completions`` body for ``request`` (pure: tested without network)."""
+    if request.choices:
+        raise UsageError("scoring choices by likelihood needs a local model (provider 'local'), not 'openai'")
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": chat_messages(request),
+        "max_tokens": request.max_tokens,
+        "temperature": request.temperature,
+    }
+    if request.stop:
+        body["stop"] = list(request.stop)
+    return body
+
+
+def parse_chat_answer(data: dict[str, Any], request: Request, what: str) -> Completion:
+    """A Completion from a ``/chat/completions`` answer; the prefill is never part of ``text``."""
+    try:
+        choice = data["choices"][0]
+    except (KeyError, IndexError, TypeError):
+        raise BackendError(f"{what}: answer has no choices: {str(data)[:300]}") from None
+    text = (choice.get("message") or {}).get("content") or ""
+    if request.prefill and text.startswith(request.prefill):
+        text = text[len(request.prefill) :]  # llama.cpp echoes the prefill, vLLM does not
+    usage = data.get("usage") or {}
+    finish = choice.get("finish_reason")
+    return Completion(
+        text=text,
+        input_tokens=int(usage.get("prompt_tokens") or 0),
+        output_tokens=int(usage.get("completion_tokens") or 0),
+        stop_reason=_STOP_REASONS.get(finish, finish),
+    )
+
+
+class OpenAIBackend:
+    """provider ``openai``: an OpenAI-compatible chat endpoint over plain httpx."""
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        context_window: int = 32_768,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        tokenize: bool | None = None,
+        timeout_s: float = 600.0,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        """``tokenize``: use the server's ``/tokenize`` (True), tiktoken (False), or probe once (None)."""
+        self.model = model
+        self.context_window = context_window
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self._tokenize = tokenize
+        self._timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self.retry = retry or RetryPolicy()
+        self._client: httpx.AsyncClient | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._sync: httpx.Client | None = None
+        self._tiktoken: Any = None
+
+    def __repr__(self) -> str:
+        return f"OpenAIBackend(model={self.model!r}, base_url={self.base_url!r})"  # never the key
+
+    @property
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+
+    @property
+    def tokenize_url(self) -> str:
+        """The server's ``/tokenize`` (llama.cpp and vLLM serve it beside ``/v1``)."""
+        return self.base_url.removesuffix("/v1") + "/tokenize"
+
+    async def complete(self, request: Request) -> Completion:
+        body = build_chat_body(self.model, request)
+        what = f"openai/{self.model} at {self.base_url}"
+        start = time.perf_counter()
+        data = await apost_json(
+            self._async_client(),
+            f"{self.base_url}/chat/completions",
+            body,
+            policy=self.retry,
+            what=what,
+            headers=self._headers,
+        )
+        completion = parse_chat_answer(data, request, what)
+        completion.latency_s = time.perf_counter() - start
+        return completion
+
+    @property
+    def tokenizer(self) -> str:
+        if self._server_tokenizes():
+            return f"openai/{self.model}"
+        from pytest_longctx.corpus.tokens import TIKTOKEN_NAME
+
+        return TIKTOKEN_NAME + _APPROXIMATE
+
+    def count_tokens(self, text: str) -> int:
+        if self._server_tokenizes():
+            data = post_json(
+                self._sync_client(),
+                self.tokenize_url,
+                _tokenize_body(self.model, text),
+                policy=self.retry,
+                what=f"openai/{self.model} tokenize",
+                headers=self._headers,
+            )
+            return _token_count(data)
+        if self._tiktoken is None:
+            from pytest_longctx.corpus.tokens import TiktokenCounter
+
+            self._tiktoken = TiktokenCounter()
+        return int(self._tiktoken.count(text))
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._client_loop is asyncio.get_running_loop():
+            await client.aclose()
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    def _server_tokenizes(self) -> bool:
+        if self._tokenize is None:
+            self._tokenize = "api.openai.com" not in self.base_url and self._probe_tokenize()
+        return bool(self._tokenize)
+
+    def _probe_tokenize(self) -> bool:
+        try:
+            data = post_json(
+                self._sync_client(),
+                self.tokenize_url,
+                _tokenize_body(self.model, "probe"),
+                policy=RetryPolicy(attempts=1),
+                what="tokenize probe",
+                headers=self._headers,
+            )
+            return _token_count(data) > 0
+        except (BackendError, ValueError, TypeError, KeyError):
+            return False
+
+    def _async_client(self) -> httpx.AsyncClient:
+        """One client per event loop (a pooled connection must not outlive its loop)."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client = httpx.AsyncClient(timeout=self._timeout)
+            self._client_loop = loop
+        return self._client
+
+    def _sync_client(self) -> httpx.Client:
+        if self._sync is None:
+            self._sync = httpx.Client(timeout=httpx.Timeout(60.0, connect=5.0))
+        return self._sync
+
+
+def _tokenize_body(model: str, text: str) -> dict[str, Any]:
+    # llama.cpp reads "content", vLLM reads "prompt"; each ignores the other's fields.
+    return {"model": model, "content": text, "prompt": text, "add_special": False, "add_special_tokens": False}
+
+
+def _token_count(data: dict[str, Any]) -> int:
+    if "count" in data:
+        return int(data["count"])
+    return len(data["tokens"])
