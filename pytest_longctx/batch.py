@@ -22,6 +22,7 @@ from pytest_longctx.backends.anthropic import build_params
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import UsageError
+from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.options import Settings
 from pytest_longctx.prefetch import read_plan, write_error
 
@@ -50,10 +51,7 @@ def _state_dir(cache_dir: Path) -> Path:
 
 
 def _save(path: Path, state: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(state, indent=1), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(state, indent=1))
 
 
 def open_batches(cache_dir: Path, model: str) -> dict[str, dict[str, Any]]:

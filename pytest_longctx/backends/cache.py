@@ -8,11 +8,11 @@ entry is reported once and refetched.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Any
+
+from pytest_longctx.fsutil import atomic_write_text
 
 FORMAT = 1
 
@@ -45,18 +45,9 @@ class ResponseCache:
 
     def put(self, key: str, completion: dict[str, Any], meta: dict[str, Any]) -> None:
         """Store atomically. ``meta`` (provider, model, template) is for humans; it never holds secrets."""
-        path = self.path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         payload = json.dumps({"format": FORMAT, "key": key, "meta": meta, "completion": completion},
                              ensure_ascii=False, sort_keys=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(payload)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write_text(self.path(key), payload)
 
     def __contains__(self, key: str) -> bool:
         return self.path(key).is_file()

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pytest_longctx.corpus.tokens import TokenCounter
 from pytest_longctx.errors import UsageError
+from pytest_longctx.fsutil import atomic_write_bytes, atomic_write_text
 
 GOVINFO_URL = "https://www.govinfo.gov/content/pkg/FR-{date}/xml/FR-{date}.xml"
 #: Environment variable naming a directory that holds ``FR-<date>.xml`` files.
@@ -135,10 +136,7 @@ def _download(date: str, target: Path) -> Path:
             f"Federal Register {date} not found locally and could not be downloaded ({exc}); "
             f"put FR-{date}.xml in {target.parent} or set --longctx-data-dir / ${DATA_DIR_ENV}"
         ) from None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, target)
+    atomic_write_bytes(target, data)
     return target
 
 
@@ -166,9 +164,6 @@ def load_issue(xml_path: Path, date: str, counter: TokenCounter, cache_dir: Path
     except ET.ParseError as exc:
         raise UsageError(f"{xml_path}: not valid Federal Register XML ({exc}); re-download it") from None
     raw, sections = split_sections(text, counter)
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = cache_file.with_suffix(f".{os.getpid()}.tmp")
     payload = {"raw_sections": raw, "sections": [s.__dict__ for s in sections]}
-    tmp.write_text(json.dumps(payload), encoding="utf-8")
-    os.replace(tmp, cache_file)
+    atomic_write_text(cache_file, json.dumps(payload))
     return Issue(date, str(xml_path), digest, counter.name, raw, tuple(sections))

@@ -8,10 +8,10 @@ later runs exclude questions this model missed there from the ``qa`` cells.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from pytest_longctx.fsutil import atomic_write_text
 
 EXPERIMENT = "qa-baseline"
 
@@ -41,9 +41,5 @@ def update_from_record(record: dict[str, Any], cache_dir: Path) -> Path | None:
     model = record["settings"]["model"]
     merged = {**load(cache_dir, model), **found}
     path = baseline_path(cache_dir, model)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump({"model": model, "questions": dict(sorted(merged.items()))}, fh, indent=1)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps({"model": model, "questions": dict(sorted(merged.items()))}, indent=1))
     return path

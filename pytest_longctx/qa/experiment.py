@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_longctx.context.collage import SEPARATOR, Collage, Piece, build_collage, render
 from pytest_longctx.corpus.federal_register import Issue
+from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.qa import baseline
 from pytest_longctx.qa.mcqa import Shuffled, shuffle_options
 from pytest_longctx.qa.questions import Question
@@ -35,11 +34,7 @@ def piece_tokens(issue: Issue, count: Callable[[str], int], tokenizer: str, cach
         pass
     sep = count(SEPARATOR)
     counts = {s.id: count(WRAP.format(text=s.text.strip("\n"))) + sep for s in issue.sections}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(counts, fh)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(counts))
     return counts
 
 

@@ -5,25 +5,14 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
+
+from pytest_longctx.fsutil import atomic_write_text
 
 RECORD_NAME = "longctx.json"
 HTML_NAME = "longctx.html"
 HISTORY_DIR = "history"
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def archive_previous(report_dir: Path) -> Path | None:
@@ -43,11 +32,11 @@ def write_reports(record: dict[str, Any], report_dir: Path) -> list[str]:
     """Write longctx.json and longctx.html; return the paths written."""
     archive_previous(report_dir)
     json_path = report_dir / RECORD_NAME
-    _atomic_write(json_path, json.dumps(record, indent=1, ensure_ascii=False, sort_keys=False))
+    atomic_write_text(json_path, json.dumps(record, indent=1, ensure_ascii=False, sort_keys=False))
     written = [str(json_path)]
     from pytest_longctx.reporting.html import render_html
 
     html_path = report_dir / HTML_NAME
-    _atomic_write(html_path, render_html(record))
+    atomic_write_text(html_path, render_html(record))
     written.append(str(html_path))
     return written
