@@ -58,10 +58,14 @@ class FakeBackend:
             text = rng.choice((oracle.answer, *oracle.wrong))
         else:
             text = rng.choice(oracle.wrong) if oracle.wrong else "I don't know."
+        stop_reason = "end_turn"
+        for stop in request.stop:  # like a real model: generation ends before a stop sequence
+            if stop in text:
+                text, stop_reason = text[: text.index(stop)], "stop_sequence"
         # Usage of a fake model is an estimate (4 characters a token), so fake runs stay fast.
         chars = request.prompt_chars() + len(request.prefill or "")
         return Completion(text=text, input_tokens=max(1, chars // 4), output_tokens=max(1, len(text) // 4),
-                          stop_reason="end_turn")
+                          stop_reason=stop_reason)
 
     async def aclose(self) -> None:
         return None

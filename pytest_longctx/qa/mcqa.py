@@ -14,6 +14,8 @@ from pytest_longctx.scoring import LETTERS
 PROMPTS = ("plain", "scratchpad")
 EXAMPLES = ("none", "unrelated-2", "context-2", "context-5")
 MAX_TOKENS = {"plain": 32, "scratchpad": 400}
+#: Generation ends at the closing answer tag (an unclosed ``<answer>B`` still reads as B).
+STOP = ("</answer>",)
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,7 @@ def build_request(context: str, item: Shuffled, prompt: str, examples: Sequence[
     if scoring == "logprob" and not scratchpad:
         return Request.user(text, max_tokens=1, template="+".join(refs), prefill="<answer>",
                             choices=tuple(LETTERS[: len(item.options)]))
-    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs))
+    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs), stop=STOP)
 
 
 def ideal_output(letter: str, prompt: str, evidence: str) -> str:
