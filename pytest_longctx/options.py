@@ -60,7 +60,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               "optional (approved and pending) (default: required)"),
     OptionDef("docs-scorer", "subspan", "primary scorer of the docs experiment: subspan, em, f1 or judge "
               "(default: subspan)"),
-    OptionDef("docs-judge", "true", "also grade every docs answer with the judge model (default: true)"),
+    OptionDef("docs-judge", "auto", "also grade every docs answer with the judge model: true, false, or auto "
+              "(true unless the judge is a local CPU model, which cannot judge) (default: auto)"),
     OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the model's "
               "window minus 512 for question and answer, at most 1024 for local models)"),
     OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
@@ -206,7 +207,8 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{by['docs-review'].flag}: expected required or optional, got {docs_review!r}")
     if docs_scorer not in ("subspan", "em", "f1", "judge"):
         raise UsageError(f"{by['docs-scorer'].flag}: expected subspan, em, f1 or judge, got {docs_scorer!r}")
-    docs_judge = _bool(by["docs-judge"], str(raw["docs-judge"]))
+    docs_judge = (judge.provider != "local" if str(raw["docs-judge"]) == "auto"
+                  else _bool(by["docs-judge"], str(raw["docs-judge"])))
     if docs_scorer == "judge" and not docs_judge:
         raise UsageError(f"{by['docs-scorer'].flag}: judge needs {by['docs-judge'].flag} true")
     docs_context = (_int(by["docs-context"], str(raw["docs-context"]), 128) if raw["docs-context"] is not None
