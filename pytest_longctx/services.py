@@ -61,8 +61,8 @@ def start_prefetch(config: pytest.Config) -> None:
         plan_file = run_plan(plan_args(config), Path(config.invocation_params.dir), work, meanwhile=meanwhile)
     except PlanFailed as exc:
         if dispatcher is not None:
-            dispatcher.plan_finished(ok=False)
-            dispatcher.join()
+            dispatcher.plan_finished(ok=False)  # requests already sent still land in the cache
+            dispatcher.join(timeout=5)
         if s.batch:
             from pytest_longctx.errors import UsageError
 

@@ -82,7 +82,7 @@ class AnthropicBackend:
                  exact_tokens: bool = False, cache_dir: Path | None = None) -> None:
         self.model = name
         self.context_window = context_window
-        self._counter = TiktokenCounter()
+        self._counter: TiktokenCounter | None = None  # loaded on first use: the prefetch dispatcher never counts
         self._policy = policy or RetryPolicy()
         self._rng = random.Random(f"anthropic-backoff|{seed}")
         self._limit = AdaptiveLimit(max_concurrency)
@@ -90,17 +90,21 @@ class AnthropicBackend:
         self._client: Any = None
         #: False once the API said this model takes no temperature (newer Claude models).
         self.sends_temperature = True
+        #: Set by the first auth/spend-limit/credit error: later calls fail at once, sending nothing.
+        self._fatal: str | None = None
         self._exact = ExactCounter(name, cache_dir) if exact_tokens else None
 
     @property
     def tokenizer(self) -> str:
         if self._exact is not None:
             return self._exact.name
-        return self._counter.name + " (approximation of Claude's tokenizer)"
+        return TiktokenCounter.name + " (approximation of Claude's tokenizer)"
 
     def count_tokens(self, text: str) -> int:
         if self._exact is not None:
             return self._exact.count(text)
+        if self._counter is None:
+            self._counter = TiktokenCounter()
         return self._counter.count(text)
 
     def _sdk(self) -> Any:
@@ -115,12 +119,15 @@ class AnthropicBackend:
         for attempt in range(self._policy.attempts):
             params = build_params(self.model, request, temperature=self.sends_temperature)
             await self._limit.acquire()
+            if self._fatal is not None:  # an earlier call hit an error no retry can fix: send nothing more
+                await self._limit.release()
+                raise FatalBackendError(self._fatal)
             rate_limited = False
             start = time.perf_counter()
             try:
                 raw = await self._sdk().messages.with_raw_response.create(**params)
                 message = await raw.parse()
-            except BaseException as exc:
+            except Exception as exc:
                 if self.sends_temperature and "temperature" in str(exc) and "deprecated" in str(exc):
                     await self._limit.release()
                     self.sends_temperature = False  # this model takes no sampling parameters
@@ -129,15 +136,19 @@ class AnthropicBackend:
                 rate_limited = getattr(exc, "status_code", None) == 429 and kind == "retry"
                 await self._limit.release(rate_limited=rate_limited)
                 if kind == "fatal":
-                    raise FatalBackendError(f"anthropic: {type(exc).__name__}: {_one_line(exc)} — stopping the run") from None
+                    self._fatal = f"anthropic: {describe(exc)} — stopping the run"
+                    raise FatalBackendError(self._fatal) from None
                 if kind == "fail":
-                    raise BackendError(f"anthropic: {type(exc).__name__}: {_one_line(exc)}") from None
-                last = f"{type(exc).__name__}: {_one_line(exc)}"
+                    raise BackendError(f"anthropic: {describe(exc)}") from None
+                last = describe(exc)
                 if attempt + 1 < self._policy.attempts:
                     import asyncio
 
                     await asyncio.sleep(self._policy.delay(attempt, self._rng, retry_after))
                 continue
+            except BaseException:  # cancelled or interrupted: free the slot, never turn it into a trial error
+                await self._limit.release()
+                raise
             await self._limit.release()
             text = "".join(getattr(block, "text", "") for block in message.content)
             return Completion(text=text, input_tokens=message.usage.input_tokens,
@@ -179,7 +190,7 @@ class ExactCounter:
         try:
             result = self._client.messages.count_tokens(model=self.model,
                                                         messages=[{"role": "user", "content": text or "."}])
-        except Exception as exc:  # noqa: BLE001 - reported as one line, never a wrong answer
+        except Exception as exc:  # reported as one line, never a wrong answer
             raise BackendError(f"anthropic count_tokens: {type(exc).__name__}: {_one_line(exc)}") from None
         count = int(result.input_tokens)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,6 +203,19 @@ class ExactCounter:
         if self._overhead is None:
             self._overhead = self._raw("")
         return max(0, self._raw(text) - self._overhead) if text else 0
+
+
+def describe(exc: BaseException) -> str:
+    """One short line for an SDK exception: the API's own error message, not the raw body's repr."""
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        code = getattr(exc, "error_code", None)
+        detail = f"{getattr(exc, 'status_code', '?')} {error.get('type', 'error')}" + (f" {code}" if code else "")
+        text = f"{type(exc).__name__} ({detail}): {error['message']}"
+    else:
+        text = f"{type(exc).__name__}: {exc}"
+    return " ".join(text.split())[:300]
 
 
 def _one_line(exc: BaseException) -> str:
