@@ -88,10 +88,13 @@ class ModelClient:
         return completion
 
     def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
-        text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+        exact = getattr(self.backend, "count_request", None)
+        tokens = exact(request) if exact is not None else None
+        if tokens is None:  # an estimate: the prompt's text under the backend's counter
+            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            tokens = self.backend.count_tokens(text)
         entry = {"key": key, "model": self.spec, "template": request.template, "cached": cached,
-                 "input_tokens": self.backend.count_tokens(text), "max_tokens": request.max_tokens,
-                 "tokenizer": self.backend.tokenizer}
+                 "input_tokens": tokens, "max_tokens": request.max_tokens, "tokenizer": self.backend.tokenizer}
         if self.plan_out is not None and not cached:
             append_line(self.plan_out, json.dumps({**entry, "request": request.to_json()}, ensure_ascii=False))
         return entry

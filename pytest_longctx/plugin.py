@@ -180,7 +180,7 @@ class _Controller:
         import time
 
         now = time.time()
-        if now - state.last_progress < 10 or now - state.started < 10:
+        if now - state.last_progress < 10 or now - state.started < 10 or not state.aggregator.usage()["trials"]:
             return
         state.last_progress = now
         from pytest_longctx.reporting.progress import progress_line

@@ -10,7 +10,7 @@ worker down on 429s and stop the run on errors no retry can fix (auth, spend lim
 from __future__ import annotations
 
 import hashlib
-import os
+import json
 import random
 import time
 from pathlib import Path
@@ -20,6 +20,7 @@ from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.retry import AdaptiveLimit, RetryPolicy, retry_after_seconds
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import BackendError, FatalBackendError
+from pytest_longctx.fsutil import atomic_write_text
 
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 FATAL_CODES = ("spend_limit", "billing", "organization_on_hold", "payment")
@@ -107,6 +108,10 @@ class AnthropicBackend:
             self._counter = TiktokenCounter()
         return self._counter.count(text)
 
+    def count_request(self, request: Request) -> int | None:
+        """The exact billed input tokens of ``request`` with --longctx-exact-tokens, else None."""
+        return self._exact.count_request(request) if self._exact is not None else None
+
     def _sdk(self) -> Any:
         if self._client is None:
             import anthropic
@@ -176,8 +181,10 @@ class ExactCounter:
         self._client: Any = None
         self._overhead: int | None = None
 
-    def _raw(self, text: str) -> int:
-        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    def _counted(self, params: dict[str, Any]) -> int:
+        """input_tokens of count_tokens(model, **params), cached by the canonical JSON of the call."""
+        canonical = json.dumps({"model": self.model, **params}, sort_keys=True, ensure_ascii=False)
+        digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
         path = self._folder / digest[:2] / digest
         try:
             return int(path.read_text())
@@ -188,21 +195,25 @@ class ExactCounter:
 
             self._client = anthropic.Anthropic(max_retries=6)
         try:
-            result = self._client.messages.count_tokens(model=self.model,
-                                                        messages=[{"role": "user", "content": text or "."}])
+            result = self._client.messages.count_tokens(model=self.model, **params)
         except Exception as exc:  # reported as one line, never a wrong answer
             raise BackendError(f"anthropic count_tokens: {type(exc).__name__}: {_one_line(exc)}") from None
         count = int(result.input_tokens)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(str(count))
-        os.replace(tmp, path)
+        atomic_write_text(path, str(count))
         return count
 
     def count(self, text: str) -> int:
+        """Tokens of ``text`` inside a message: its message's count less the overhead of a one-token message."""
+        if not text:
+            return 0
         if self._overhead is None:
-            self._overhead = self._raw("")
-        return max(0, self._raw(text) - self._overhead) if text else 0
+            self._overhead = self._counted({"messages": [{"role": "user", "content": "."}]}) - 1
+        return max(0, self._counted({"messages": [{"role": "user", "content": text}]}) - self._overhead)
+
+    def count_request(self, request: Request) -> int:
+        """Exactly what the API will bill as input for ``request`` (messages, prefill and system)."""
+        params = build_params(self.model, request, temperature=False)
+        return self._counted({k: params[k] for k in ("messages", "system") if k in params})
 
 
 def describe(exc: BaseException) -> str:

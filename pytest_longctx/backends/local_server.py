@@ -53,13 +53,16 @@ class ServerSettings:
     #: Tokens per slot (prompt + answer): the model's window.
     context_window: int
     #: Concurrent requests decoded together (continuous batching); each slot has its own window.
-    parallel: int = 2
+    #: 1: on two cores, two slots of two threads each oversubscribe the CPU (the default run read
+    #: prompts at ~60 tok/s with 2 slots); one slot queues requests and reuses the shared prefix.
+    parallel: int = 1
     #: CPU threads generating, and reading prompts (batches; also two slots decoding together).
-    #: 1 each: ggml's threads spin at a barrier after every op, so when the other core is busy
-    #: (pytest, xdist workers, a neighbour) a second thread made decoding 10-20x slower here
-    #: (OMP_WAIT_POLICY=PASSIVE, set for the child, cures most of that) and prompts no faster.
-    threads: int = 1
-    batch_threads: int = 1
+    #: 2 each: on an otherwise idle 2-core machine (CI; xdist workers only wait on HTTP) a 4K-token
+    #: prompt read at 100-150 tok/s with 2 threads against 70-84 with 1. When the other core is busy,
+    #: ggml's threads wait at a barrier after every op; OMP_WAIT_POLICY=PASSIVE (set for the child)
+    #: keeps that from collapsing decoding, and ``--threads 1`` remains available.
+    threads: int = 2
+    batch_threads: int = 2
     #: Minimum chunk reused from the KV cache by shifting (0 disables; prefix reuse is always on).
     cache_reuse: int = 256
     #: Host-RAM prompt cache for idle slots, MiB.
@@ -140,9 +143,9 @@ class LocalModelServer:
         cache_dir: Path | str | None = None,
         gguf: Path | str | None = None,
         context_window: int | None = None,
-        parallel: int = 2,
-        threads: int = 1,
-        batch_threads: int = 1,
+        parallel: int = 1,
+        threads: int = 2,
+        batch_threads: int = 2,
         log_path: Path | str | None = None,
         startup_timeout_s: float = 120.0,
     ) -> None:

@@ -10,7 +10,7 @@ CANDIDATE_LINES = (200, 500, 1000, 2000, 5000, 10000)
 def lrt_lines(window: int) -> list[int]:
     """Line counts whose files fit the window; small CPU models get two short sizes."""
     if window <= 8192:
-        return [100, 200]
+        return [50, 100]
     fits = [n for n in CANDIDATE_LINES if n * TOKENS_PER_LINE <= window * 0.9]
     return fits[-4:] if len(fits) > 4 else fits
 

@@ -15,7 +15,7 @@ def qa_sizes(window: int, *, depth: bool = False) -> list[int]:
     cores; large windows get up to four sizes spread from short to nearly full.
     """
     if window <= SMALL_WINDOW:
-        return [1000, 2500] if depth else [1500]
+        return [1000, 2000] if depth else [1000]
     fits = [c for c in CANDIDATES if c <= window - RESERVE]
     if len(fits) <= 4:
         return fits

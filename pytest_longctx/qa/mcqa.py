@@ -13,7 +13,7 @@ from pytest_longctx.scoring import LETTERS
 
 PROMPTS = ("plain", "scratchpad")
 EXAMPLES = ("none", "unrelated-2", "context-2", "context-5")
-MAX_TOKENS = {"plain": 32, "scratchpad": 400}
+MAX_TOKENS = {"plain": 32, "scratchpad": 300}
 #: Generation ends at the closing answer tag (an unclosed ``<answer>B`` still reads as B).
 STOP = ("</answer>",)
 
