@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,38 +21,8 @@ import pytest
 
 import pytest_longctx.backends.anthropic  # noqa: F401  (same reason)
 from pytest_longctx.backends.base import Message, Request, request_key
-from pytest_longctx.server import FAULT_KINDS, FaultPlan, MessagesServer
-from pytest_longctx.server.responders import last_user_text
-
-MODEL = "anthropic/claude-test"
-SECRET = "sk-ant-test-SECRET-123"
-TEMPLATE = "demo-passkey@1"
-
-EVAL = f'''
-import pytest
-
-from pytest_longctx import Request
-
-FILLER = "The grass is green. The sky is blue. The sun is yellow. "
-pytestmark = pytest.mark.longctx("demo")
-
-
-@pytest.mark.parametrize("filler", [4, 16])
-async def test_passkey(longctx, filler):
-    key = longctx.rng.randrange(10_000, 99_999)
-    cut = longctx.rng.randrange(filler + 1)
-    text = FILLER * cut + f"The pass key is {{key}}. Remember it. " + FILLER * (filler - cut)
-    request = Request.user(text + "\\n\\nWhat is the pass key?", max_tokens=16, template="{TEMPLATE}")
-    answer = await longctx.ask(request)
-    longctx.record(expected=key, answer=answer.strip())
-    assert str(key) in answer
-'''
-
-
-def passkey(body: dict[str, Any]) -> str:
-    """A model that is always right: the pass key stated in the prompt."""
-    found = re.search(r"The pass key is (\d+)", last_user_text(body))
-    return found.group(1) if found else "no pass key here"
+from pytest_longctx.server import FAULT_KINDS, FaultPlan
+from tests.passkey_api import MODEL, SECRET, TEMPLATE, passkey
 
 
 def body_key(body: dict[str, Any]) -> str:
@@ -74,29 +42,6 @@ def outcomes(record: dict[str, Any]) -> dict[str, int]:
     for trial in record["trials"]:
         counts[trial["outcome"]] += 1
     return counts
-
-
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """``api(**server_options)`` starts a local Messages API and points the SDK (and pytester runs) at it."""
-    servers: list[MessagesServer] = []
-
-    def start(**kwargs: Any) -> MessagesServer:
-        srv = MessagesServer(passkey, **kwargs).start()
-        servers.append(srv)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        return srv
-
-    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    yield start
-    for srv in servers:
-        srv.stop()
-
-
-@pytest.fixture
-def runner(longctx_runner: Any) -> Any:
-    longctx_runner.pytester.makepyfile(test_eval=EVAL)
-    return longctx_runner
 
 
 def test_faults_end_as_answers_or_errors_and_the_rerun_is_all_cache_hits(runner: Any, api: Any) -> None:

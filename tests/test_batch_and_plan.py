@@ -1,6 +1,6 @@
 """Batch mode, dry-run figures and exact sizing, through the local Messages-API server and the real SDK.
 
-Reuses the always-right pass-key responder and the pytester runner of ``test_anthropic_run``.
+Uses the always-right pass-key server (``api``) and eval (``runner``) of ``tests/passkey_api.py``.
 """
 
 from __future__ import annotations
@@ -11,13 +11,13 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import anthropic
 import pytest
 
-from tests.test_anthropic_run import EVAL, MODEL, SECRET, api, outcomes, runner  # noqa: F401 - fixtures
+from tests.passkey_api import MODEL, SECRET
+from tests.test_anthropic_run import outcomes
 
 TRIALS = 8  # 2 cells x 4 samples
 
