@@ -37,7 +37,7 @@ QUESTION = "Which letter comes first in the alphabet?\nA) A\nB) B\nC) C\nD) D\nA
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalModelServer]:
-    with LocalModelServer(MODEL, cache_dir=tmp_path_factory.mktemp("local-model")) as srv:
+    with LocalModelServer(MODEL, cache_dir=tmp_path_factory.mktemp("local-model"), parallel=2) as srv:
         yield srv
 
 

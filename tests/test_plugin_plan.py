@@ -35,7 +35,9 @@ def test_plan_sends_nothing(longctx_runner: Any, mode_args: list[str]) -> None:
     run = longctx_runner.run("--longctx-plan", "true", "--longctx-samples", "2", *mode_args)
 
     assert run.ret == pytest.ExitCode.OK
-    assert run.result.parseoutcomes() == {"skipped": 4}
+    outcomes = run.result.parseoutcomes()
+    assert {k: v for k, v in outcomes.items() if k not in ("warning", "warnings")} == {"skipped": 4}, \
+        run.result.stdout.str()[-3000:]
     assert not (pytester.path / "sent").exists()  # no test got past its model call
     record = run.record
     assert record["trials"] == [] and record["cells"] == []
