@@ -83,18 +83,18 @@ def test_wrong_model_against_perfect_baseline_drops_significantly(project: Any) 
     assert baseline.ret == 0
     run = project.run("--longctx-samples", "10", "--longctx-compare", str(baseline.report_dir / "longctx.json"),
                       "--longctx-threshold", DROP_GATE, model="fake/wrong")
-    assert run.ret == GATE_EXIT_CODE == 6, run.result.stdout.str()
+    assert run.ret == GATE_EXIT_CODE == 10, run.result.stdout.str()
     record = run.record
     assert record["comparison"]["significant_drops"] == 4
     for cell in record["cells"]:
         assert cell["compare"] == {**cell["compare"], "baseline_accuracy": 1.0, "diff": -1.0, "regressed": 10,
                                    "improved": 0, "paired": 10, "significant_drop": True}
         assert [c["verdict"] for c in cell["checks"]] == ["fail"]
-    assert record["gate"] == {**record["gate"], "status": "fail", "exit_code": 6}
+    assert record["gate"] == {**record["gate"], "status": "fail", "exit_code": 10}
 
     page = _html(run)
     text = _text(page)
-    assert '<div class="gate fail">' in page and "FAIL" in text and "exit code 6" in text
+    assert '<div class="gate fail">' in page and "FAIL" in text and "exit code 10" in text
     assert "4 significant drops" in text and "baseline model fake/perfect" in text
     regressed = page[page.index("Regressed cells (significant drop)"):]
     regressed = regressed[:regressed.index("</table>")]

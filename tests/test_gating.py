@@ -163,7 +163,7 @@ def test_evaluate_uses_baselines_by_key() -> None:
 def test_gate_exit_code_is_public_and_distinct() -> None:
     import pytest_longctx
 
-    assert pytest_longctx.GATE_EXIT_CODE == GATE_EXIT_CODE == 6
+    assert pytest_longctx.GATE_EXIT_CODE == GATE_EXIT_CODE == 10
     assert GATE_EXIT_CODE not in {int(code) for code in pytest.ExitCode}
 
 

@@ -134,7 +134,7 @@ def test_compare_and_gate_end_to_end(longctx_runner: Any) -> None:
     # 6 of 6 paired trials regressed: p = 2 / 64 < 0.05, a significant drop
     worse = longctx_runner.run("--longctx-samples", "6", "--longctx-compare", baseline,
                                "--longctx-threshold", "*:max-drop=0.1/sig", model="fake/wrong")
-    assert worse.ret == 6
+    assert worse.ret == 10
     cmp = worse.cell("yes")["compare"]
     assert (cmp["paired"], cmp["regressed"], cmp["p_value"], cmp["significant_drop"]) == (6, 6, 0.03125, True)
     assert worse.record["comparison"]["significant_drops"] == 1

@@ -73,7 +73,7 @@ def test_cli_overrides_ini(longctx_runner: Any) -> None:
     settings = from_ini.record["settings"]
     assert (settings["model"], settings["seed"], settings["samples"]) == ("fake/wrong", 5, 2)
     assert settings["thresholds"] == ["*:0.9"]
-    assert from_ini.ret == 6
+    assert from_ini.ret == 10
 
     from_cli = longctx_runner.run("--longctx-seed", "9", "--longctx-threshold", "kind=right:1.0", model="fake/perfect")
     settings = from_cli.record["settings"]
@@ -107,4 +107,4 @@ def test_ini_list_thresholds(longctx_runner: Any, form: str) -> None:
     assert run.record["gate"]["counts"] == {"pass": 1, "fail": 1, "too-few": 0, "no-baseline": 0}
     assert [c["verdict"] for c in run.cell("opt", kind="right")["checks"]] == ["pass"]
     assert [c["verdict"] for c in run.cell("opt", kind="wrong")["checks"]] == ["fail"]
-    assert run.ret == 6
+    assert run.ret == 10

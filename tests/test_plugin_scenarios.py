@@ -168,9 +168,9 @@ def test_threshold_missed(longctx_runner: Any, mode_args: list[str], reference: 
     longctx_runner.pytester.makepyfile(test_answers=ANSWERS)
     run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold", "kind=wrong:0.5", *mode_args)
 
-    assert run.ret == GATE_EXIT_CODE == 6
+    assert run.ret == GATE_EXIT_CODE == 10
     gate = run.record["gate"]
-    assert (gate["status"], gate["exit_code"], gate["counts"]["fail"]) == ("fail", 6, 1)
+    assert (gate["status"], gate["exit_code"], gate["counts"]["fail"]) == ("fail", 10, 1)
     assert run.cell("mix", kind="wrong")["checks"][0]["verdict"] == "fail"
     assert run.cell("mix", kind="right")["checks"] == []
     _same_as_reference(reference, "missed", run)
