@@ -22,6 +22,7 @@ from pytest_longctx.client import ModelClient
 from pytest_longctx.corpus.federal_register import Issue, Section, load_issue, locate
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
+from pytest_longctx.jsonl import read_jsonl
 from pytest_longctx.qa.generate_parse import Draft, item_problems, parse_reply, verbatim
 from pytest_longctx.qa.generate_prompt import QUESTIONS_PER_SECTION, Example, build_request, pick_examples
 from pytest_longctx.qa.questions import Question, normalize, validate
@@ -186,20 +187,7 @@ def _qnum(record: Mapping[str, Any]) -> int:
 
 def read_records(path: Path) -> list[dict[str, Any]]:
     """JSON objects of a JSONL file ([] when absent); a bad line is a UsageError naming file:line."""
-    if not path.is_file():
-        return []
-    records = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{lineno}: invalid JSON ({exc.msg}); fix or remove the line") from None
-        if not isinstance(obj, dict):
-            raise UsageError(f"{path}:{lineno}: expected a JSON object; fix or remove the line")
-        records.append(obj)
-    return records
+    return [obj for _, obj in read_jsonl(path)] if path.is_file() else []
 
 
 async def generate_all(client: ModelClient, targets: Sequence[Section], date: str, examples: Sequence[Example],

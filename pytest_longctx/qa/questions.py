@@ -9,13 +9,13 @@ Each JSONL line is one question::
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.jsonl import read_jsonl
 
 KINDS = ("text", "numerical")
 _WS = re.compile(r"\s+")
@@ -77,16 +77,7 @@ def load_questions(path: Path) -> list[Question]:
     """Read a JSONL question file; a malformed line is a one-line UsageError naming file:line."""
     if not path.is_file():
         raise UsageError(f"{path}: question file not found")
-    out: list[Question] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{lineno}: invalid JSON ({exc.msg}); fix or remove the line") from None
-        out.append(parse_question(obj, f"{path}:{lineno}"))
-    return out
+    return [parse_question(obj, f"{path}:{lineno}") for lineno, obj in read_jsonl(path)]
 
 
 def validate(questions: Iterable[Question], sections: Mapping[str, str]) -> list[str]:
