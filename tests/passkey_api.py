@@ -49,11 +49,12 @@ def passkey(body: dict[str, Any]) -> str:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """``api(**server_options)`` starts a local Messages API and points the SDK (and pytester runs) at it."""
+    """``api(responder=passkey, **server_options)`` starts a local Messages API and points the SDK (and
+    pytester runs) at it; the responder defaults to the always-right pass-key model."""
     servers: list[MessagesServer] = []
 
-    def start(**kwargs: Any) -> MessagesServer:
-        srv = MessagesServer(passkey, **kwargs).start()
+    def start(responder: Any = passkey, **kwargs: Any) -> MessagesServer:
+        srv = MessagesServer(responder, **kwargs).start()
         servers.append(srv)
         monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
         return srv

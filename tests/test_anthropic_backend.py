@@ -11,7 +11,6 @@ import asyncio
 import json
 import random
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import anthropic
@@ -22,7 +21,7 @@ from pytest_longctx.backends.anthropic import AnthropicBackend, build_params, cl
 from pytest_longctx.backends.base import Message, Request
 from pytest_longctx.backends.retry import AdaptiveLimit, RetryPolicy, retry_after_seconds
 from pytest_longctx.errors import BackendError, FatalBackendError
-from pytest_longctx.server import FAULT_KINDS, FaultPlan, MessagesServer
+from pytest_longctx.server import FAULT_KINDS, FaultPlan
 
 MODEL = "claude-test"
 KEY = "sk-ant-test-SECRET-123"
@@ -188,21 +187,6 @@ async def test_adaptive_limit_bounds_requests_in_flight() -> None:
 # -- through the local server with the real SDK ----------------------------------------------------
 
 
-@pytest.fixture
-def api_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    """Start a server factory; the SDK finds the last started server through ANTHROPIC_BASE_URL."""
-    servers: list[MessagesServer] = []
-
-    def start(*args: Any, **kwargs: Any) -> MessagesServer:
-        srv = MessagesServer(*args, **kwargs).start()
-        servers.append(srv)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        return srv
-
-    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
-    yield start
-    for srv in servers:
-        srv.stop()
 
 
 def _backend(**kwargs: Any) -> AnthropicBackend:
@@ -211,8 +195,8 @@ def _backend(**kwargs: Any) -> AnthropicBackend:
 
 
 @pytest.mark.asyncio
-async def test_a_request_goes_out_as_the_api_expects(api_env: Any) -> None:
-    srv = api_env("echo", api_key=KEY)
+async def test_a_request_goes_out_as_the_api_expects(api: Any) -> None:
+    srv = api("echo", api_key=KEY)
     backend = _backend()
     try:
         request = Request(messages=(Message("user", "Context.\nThe best answer is (B)"),), system="Be brief.",
@@ -230,10 +214,10 @@ async def test_a_request_goes_out_as_the_api_expects(api_env: Any) -> None:
 
 @pytest.mark.asyncio
 @pytest.mark.parametrize("kind", FAULT_KINDS)
-async def test_each_fault_kind_is_retried_then_answered_or_given_up(api_env: Any, kind: str) -> None:
+async def test_each_fault_kind_is_retried_then_answered_or_given_up(api: Any, kind: str) -> None:
     # Two faults then an answer (3 attempts suffice); then three faults: a BackendError, never a wrong answer.
     plan = FaultPlan(sequence=(kind, kind, None, kind, kind, kind), retry_after=0.05, timeout_hold=2.0)
-    srv = api_env("echo", faults=plan)
+    srv = api("echo", faults=plan)
     backend = _backend(timeout_s=0.15)  # a held "timeout" request times out on the client side
     try:
         started = time.monotonic()
@@ -256,8 +240,8 @@ async def test_each_fault_kind_is_retried_then_answered_or_given_up(api_env: Any
 @pytest.mark.parametrize(("sticky", "words"), [("spend-limit", "enforced_spend_limit_reached"),
                                                ("credit", "credit balance is too low"),
                                                ("auth", "authentication_error")])
-async def test_errors_no_retry_can_fix_are_fatal_at_once(api_env: Any, sticky: str, words: str) -> None:
-    srv = api_env("echo", faults=FaultPlan(sticky=sticky))
+async def test_errors_no_retry_can_fix_are_fatal_at_once(api: Any, sticky: str, words: str) -> None:
+    srv = api("echo", faults=FaultPlan(sticky=sticky))
     backend = _backend(policy=RetryPolicy(attempts=6, base_s=0.01))
     try:
         with pytest.raises(FatalBackendError, match=words) as info:
@@ -273,8 +257,8 @@ async def test_errors_no_retry_can_fix_are_fatal_at_once(api_env: Any, sticky: s
 
 
 @pytest.mark.asyncio
-async def test_a_request_the_api_refuses_fails_once_without_retry(api_env: Any) -> None:
-    srv = api_env("echo", models=["claude-other"])
+async def test_a_request_the_api_refuses_fails_once_without_retry(api: Any) -> None:
+    srv = api("echo", models=["claude-other"])
     backend = _backend()
     try:
         with pytest.raises(BackendError, match="404 not_found_error") as info:
@@ -286,13 +270,13 @@ async def test_a_request_the_api_refuses_fails_once_without_retry(api_env: Any) 
 
 
 @pytest.mark.asyncio
-async def test_a_model_without_sampling_parameters_is_sent_none(api_env: Any) -> None:
+async def test_a_model_without_sampling_parameters_is_sent_none(api: Any) -> None:
     def newer_model(body: dict[str, Any]) -> str:
         if "temperature" in body:
             raise ValueError("temperature is deprecated for this model")
         return "ok"
 
-    srv = api_env(newer_model)
+    srv = api(newer_model)
     backend = _backend()
     try:
         assert (await backend.complete(Request.user("q"))).text == "ok"
@@ -303,8 +287,8 @@ async def test_a_model_without_sampling_parameters_is_sent_none(api_env: Any) ->
 
 
 @pytest.mark.asyncio
-async def test_concurrency_is_bounded_also_under_429s(api_env: Any) -> None:
-    srv = api_env("echo", latency=0.1)
+async def test_concurrency_is_bounded_also_under_429s(api: Any) -> None:
+    srv = api("echo", latency=0.1)
     backend = _backend(max_concurrency=4)
     try:
         answers = await asyncio.gather(*(backend.complete(Request.user(f"r{i}")) for i in range(16)))

@@ -6,7 +6,6 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -20,7 +19,7 @@ from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.backends.retry import RetryPolicy
 from pytest_longctx.errors import BackendError, FatalBackendError
 from pytest_longctx.prefetch import Dispatcher, Waiter, child_args, plan_args
-from pytest_longctx.server import FaultPlan, MessagesServer
+from pytest_longctx.server import FaultPlan
 from pytest_longctx.server.responders import last_user_text
 
 SECRET = "sk-ant-test-SECRET-123"
@@ -176,20 +175,6 @@ async def test_waiter_gives_up_when_no_answer_can_come(tmp_path: Path) -> None:
         await Waiter(work, cache, timeout_s=5).wait(_key("lost"))
 
 
-@pytest.fixture
-def api(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    servers: list[MessagesServer] = []
-
-    def start(*args: Any, **kwargs: Any) -> MessagesServer:
-        srv = MessagesServer(*args, **kwargs).start()
-        servers.append(srv)
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        return srv
-
-    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    yield start
-    for srv in servers:
-        srv.stop()
 
 
 def test_dispatcher_keeps_the_full_concurrency_in_flight(tmp_path: Path, api: Any) -> None:
