@@ -43,7 +43,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("model", DEFAULT_MODEL, "model under test as provider/name, e.g. fake/perfect, local/smollm2-135m, "
               "anthropic/claude-sonnet-4-5, openai/<name> (default: %(default)s)"),
     OptionDef("seed", "0", "seed every random choice flows from (default: 0)"),
-    OptionDef("samples", None, "trials per condition cell (default: the model's profile: fake 40, local 1, remote 20)"),
+    OptionDef("samples", None, "trials per condition cell, or 'all': every eligible item in every cell "
+              "(default: the model's profile: fake 40, local 1, remote 20)"),
     OptionDef("report-dir", "reports", "where longctx.json, longctx.html and the run history go (default: reports)"),
     OptionDef("threshold", None, "gate expression SELECTOR:SPEC, repeatable, e.g. '*:0.8', "
               "'experiment=lrt,shuffle=none:0.95', '*:max-drop=0.05/sig' (default: none)", is_list=True),
@@ -77,6 +78,10 @@ OPTIONS: tuple[OptionDef, ...] = (
               "tiktoken (anthropic only; counts are cached) (default: false)"),
     OptionDef("scoring", "generate", "multiple choice: generate (read the answer letter) or logprob "
               "(likelihood of each letter; local models) (default: generate)"),
+    OptionDef("protocol", "longctx", "experiment protocol: source (each experiment as its published source ran "
+              "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
+    OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 (default: the "
+              "model profile's sizes, never more than the corpus fills)"),
 )
 
 
@@ -108,6 +113,11 @@ class Settings:
     docs_scorer: str = "subspan"
     docs_judge: bool = True
     docs_context: int = 0
+    protocol: str = "longctx"
+    #: --longctx-context-sizes as given (empty: the experiment's defaults for the model)
+    context_sizes: tuple[int, ...] = ()
+    #: --longctx-samples all: every eligible item in every cell (``samples`` then holds the profile's default)
+    samples_all: bool = False
     rootdir: Path = field(default=Path("."))
 
     def to_json(self) -> dict[str, object]:
@@ -133,6 +143,9 @@ class Settings:
             "docs_scorer": self.docs_scorer,
             "docs_judge": self.docs_judge,
             "docs_context": self.docs_context,
+            "protocol": self.protocol,
+            "context_sizes": list(self.context_sizes),
+            "samples_all": self.samples_all,
         }
 
 
@@ -168,6 +181,14 @@ def _int(opt: OptionDef, value: str | None, low: int) -> int:
     return number
 
 
+def _int_list(opt: OptionDef, value: str | None, low: int) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers >= low, sorted and without duplicates (empty: none given)."""
+    if value is None or not str(value).strip():
+        return ()
+    parts = [p.strip().replace("_", "") for p in str(value).split(",") if p.strip()]
+    return tuple(sorted({_int(opt, p, low) for p in parts}))
+
+
 def _bool(opt: OptionDef, value: str | None) -> bool:
     text = str(value).strip().lower()
     if text in ("1", "true", "yes", "on"):
@@ -183,7 +204,9 @@ def resolve(config: pytest.Config) -> Settings:
     by = {opt.noun: opt for opt in OPTIONS}
     model = parse_model_spec(str(raw["model"]), flag=by["model"].flag)
     judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
-    samples = _int(by["samples"], raw["samples"], 1) if raw["samples"] is not None else model.profile.default_samples
+    samples_all = str(raw["samples"]).strip().lower() == "all"
+    samples = (_int(by["samples"], raw["samples"], 1) if raw["samples"] is not None and not samples_all
+               else model.profile.default_samples)
     window = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
               else model.profile.context_window)
     cache = str(raw["cache"])
@@ -223,6 +246,10 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{flag}: only anthropic/* models support it, not {model.spec}")
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
+    protocol = str(raw["protocol"])
+    if protocol not in ("source", "longctx"):
+        raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
+    context_sizes = _int_list(by["context-sizes"], raw["context-sizes"], 256)
     report_dir = Path(str(raw["report-dir"]))
     cache_dir = Path(str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache")))
     return Settings(
@@ -250,5 +277,8 @@ def resolve(config: pytest.Config) -> Settings:
         docs_scorer=docs_scorer,
         docs_judge=docs_judge,
         docs_context=docs_context,
+        protocol=protocol,
+        context_sizes=context_sizes,
+        samples_all=samples_all,
         rootdir=rootdir,
     )
