@@ -69,3 +69,6 @@ SHARED_KEY = pytest.StashKey[Shared]()
 RUN_KEY = pytest.StashKey[RunState]()
 TRIAL_KEY = pytest.StashKey["Trial"]()
 EMITTED_KEY = pytest.StashKey[bool]()
+#: Set on ``metafunc.definition.stash`` by an experiment's ``pytest_generate_tests``: its own trials per cell
+#: (e.g. the LRT source protocol's 50); the plugin parametrizes ``longctx_sample`` with it instead of --longctx-samples.
+CELL_SAMPLES_KEY = pytest.StashKey[int]()

@@ -118,6 +118,8 @@ class Settings:
     context_sizes: tuple[int, ...] = ()
     #: --longctx-samples all: every eligible item in every cell (``samples`` then holds the profile's default)
     samples_all: bool = False
+    #: --longctx-samples (or its ini) was given as a number; otherwise experiments may use their source's count
+    samples_given: bool = False
     rootdir: Path = field(default=Path("."))
 
     def to_json(self) -> dict[str, object]:
@@ -280,5 +282,6 @@ def resolve(config: pytest.Config) -> Settings:
         protocol=protocol,
         context_sizes=context_sizes,
         samples_all=samples_all,
+        samples_given=raw["samples"] is not None and not samples_all,
         rootdir=rootdir,
     )

@@ -8,7 +8,7 @@ from collections.abc import Generator
 
 import pytest
 
-from pytest_longctx.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY, RunState, Shared
+from pytest_longctx.keys import CELL_SAMPLES_KEY, RUN_KEY, SETTINGS_KEY, SHARED_KEY, RunState, Shared
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -118,7 +118,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None:
         return
     if SAMPLE_ARG in metafunc.fixturenames:
-        samples = metafunc.config.stash[SETTINGS_KEY].samples
+        samples = metafunc.definition.stash.get(CELL_SAMPLES_KEY, metafunc.config.stash[SETTINGS_KEY].samples)
         metafunc.parametrize(SAMPLE_ARG, list(range(samples)), ids=[f"s{i}" for i in range(samples)])
     func = metafunc.function
     if inspect.iscoroutinefunction(func) and not any(
