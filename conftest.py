@@ -1,12 +1,18 @@
-"""Wires evals/ to the corpora: in a checkout with ../shared beside it (CI, this team's machines),
-the Federal Register issue is read from there instead of being downloaded."""
+"""Wires evals/ (and the plugin's own tests) to the corpora of this team's checkouts.
+
+Corpora are found by the plugin's lookup: --longctx-data-dir, $LONGCTX_DATA_DIR, the cache, a download
+(pytest_longctx/corpus/lookup.py). A checkout with ../shared beside it (CI, this team's machines) uses
+../shared/corpora as its default $LONGCTX_DATA_DIR, exactly as a user would set it; an explicit
+$LONGCTX_DATA_DIR wins. A fresh clone without ../shared downloads once into the cache, or, offline,
+the tests that need a corpus skip with one line saying how to provide it.
+"""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-SHARED_FR = Path(__file__).resolve().parent.parent / "shared" / "corpora" / "federal_register_2024-02-12" / "current"
+SHARED_CORPORA = Path(__file__).resolve().parent.parent / "shared" / "corpora"
 
-if SHARED_FR.is_dir():
-    os.environ.setdefault("LONGCTX_DATA_DIR", str(SHARED_FR))
+if SHARED_CORPORA.is_dir():
+    os.environ.setdefault("LONGCTX_DATA_DIR", str(SHARED_CORPORA))

@@ -10,7 +10,7 @@ from typing import Any
 import numpy  # noqa: F401  (in-process runs unload what they import, and numpy cannot be imported twice)
 import pytest
 
-pytest_plugins = ["pytester", "tests.passkey_api"]
+pytest_plugins = ["pytester", "tests.passkey_api", "tests.corpus_data"]
 
 #: Extra arguments of each way a scenario runs: plain, xdist without workers, two workers, xdist disabled.
 MODES: dict[str, list[str]] = {

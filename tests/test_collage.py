@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,7 @@ from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.qa.experiment import QaData
 from pytest_longctx.qa.questions import load_questions
-from tests.shared_data import FR_XML, QUESTIONS
+from tests.corpus_data import QUESTIONS
 
 
 def pieces(n: int, rng: random.Random) -> list[Piece]:
@@ -64,10 +65,10 @@ def test_same_seed_same_collage() -> None:
 
 
 @pytest.fixture(scope="module")
-def qa(tmp_path_factory: pytest.TempPathFactory) -> QaData:
+def qa(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
     counter = TiktokenCounter()
     tmp = tmp_path_factory.mktemp("qa")
-    issue = load_issue(FR_XML, "2024-02-12", counter, tmp)
+    issue = load_issue(fr_xml, "2024-02-12", counter, tmp)
     return QaData.load(issue, load_questions(QUESTIONS), counter.count, counter.name, tmp, 0, "fake/perfect")
 
 

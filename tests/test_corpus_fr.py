@@ -9,12 +9,11 @@ import pytest
 from pytest_longctx.corpus.federal_register import load_issue, locate, section_id, split_sections
 from pytest_longctx.corpus.tokens import CL100K_SHA256, TiktokenCounter
 from pytest_longctx.errors import UsageError
-from tests.shared_data import FR_XML
 
 
 @pytest.fixture(scope="module")
-def issue(tmp_path_factory: pytest.TempPathFactory):
-    return load_issue(FR_XML, "2024-02-12", TiktokenCounter(), tmp_path_factory.mktemp("fr"))
+def issue(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path):
+    return load_issue(fr_xml, "2024-02-12", TiktokenCounter(), tmp_path_factory.mktemp("fr"))
 
 
 def test_counts_match_the_measured_recipe(issue) -> None:
@@ -38,21 +37,21 @@ def test_preamble_before_first_agency_is_dropped(issue) -> None:
     assert "Contents" not in first.text[:200]
 
 
-def test_section_cache_is_reused(tmp_path: Path) -> None:
+def test_section_cache_is_reused(tmp_path: Path, fr_xml: Path) -> None:
     counter = TiktokenCounter()
-    a = load_issue(FR_XML, "2024-02-12", counter, tmp_path)
+    a = load_issue(fr_xml, "2024-02-12", counter, tmp_path)
     cached = list(tmp_path.glob("sections-*.json"))
     assert len(cached) == 1
-    b = load_issue(FR_XML, "2024-02-12", counter, tmp_path)
+    b = load_issue(fr_xml, "2024-02-12", counter, tmp_path)
     assert a == b
 
 
-def test_corrupt_section_cache_is_rebuilt(tmp_path: Path) -> None:
+def test_corrupt_section_cache_is_rebuilt(tmp_path: Path, fr_xml: Path) -> None:
     counter = TiktokenCounter()
-    load_issue(FR_XML, "2024-02-12", counter, tmp_path)
+    load_issue(fr_xml, "2024-02-12", counter, tmp_path)
     cache = next(tmp_path.glob("sections-*.json"))
     cache.write_text("{not json")
-    assert len(load_issue(FR_XML, "2024-02-12", counter, tmp_path).sections) == 79
+    assert len(load_issue(fr_xml, "2024-02-12", counter, tmp_path).sections) == 79
 
 
 def test_split_keeps_only_sized_sections() -> None:
@@ -71,7 +70,7 @@ def test_split_keeps_only_sized_sections() -> None:
 
 def test_missing_corpus_offline_is_one_clear_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("LONGCTX_DATA_DIR", raising=False)
-    monkeypatch.setattr("pytest_longctx.corpus.federal_register.GOVINFO_URL", "http://127.0.0.1:9/FR-{date}.xml")
+    monkeypatch.setenv("LONGCTX_FR_URL", "http://127.0.0.1:9/FR-{date}.xml")  # nothing listens on port 9
     with pytest.raises(UsageError) as err:
         locate("1999-01-01", path=None, data_dir=None, cache_dir=tmp_path)
     message = str(err.value)
@@ -79,9 +78,9 @@ def test_missing_corpus_offline_is_one_clear_line(tmp_path: Path, monkeypatch: p
     assert "FR-1999-01-01.xml" in message and str(tmp_path) in message
 
 
-def test_data_dir_env_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LONGCTX_DATA_DIR", str(FR_XML.parent))
-    assert locate("2024-02-12", path=None, data_dir=None, cache_dir=tmp_path) == FR_XML
+def test_data_dir_env_is_used(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fr_xml: Path) -> None:
+    monkeypatch.setenv("LONGCTX_DATA_DIR", str(fr_xml.parent))
+    assert locate("2024-02-12", path=None, data_dir=None, cache_dir=tmp_path) == fr_xml
 
 
 def test_tiktoken_loads_offline_with_checksum() -> None:

@@ -6,24 +6,25 @@ Update deliberately with ``pytest tests/test_prompt_snapshots.py --snapshot-upda
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
-from pytest_longctx.context.lrt import build_file
 from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.prompts.templates import LRT
+from pytest_longctx.lrt.files import build_file, build_source_file
+from pytest_longctx.lrt.prompts import lrt_request
 from pytest_longctx.qa.experiment import QaData
 from pytest_longctx.qa.mcqa import EXAMPLES, PROMPTS, build_request, example_count, shuffle_options
 from pytest_longctx.qa.questions import load_questions
-from tests.shared_data import FR_XML, QUESTIONS, ROOT
+from tests.corpus_data import QUESTIONS, ROOT
 
 
 @pytest.fixture(scope="module")
-def qa(tmp_path_factory: pytest.TempPathFactory) -> QaData:
+def qa(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
     counter = TiktokenCounter()
     tmp = tmp_path_factory.mktemp("qa")
-    issue = load_issue(FR_XML, "2024-02-12", counter, tmp)
+    issue = load_issue(fr_xml, "2024-02-12", counter, tmp)
     return QaData.load(issue, load_questions(QUESTIONS), counter.count, counter.name, tmp, 0, "fake/perfect")
 
 
@@ -47,4 +48,11 @@ def test_mcqa_prompt(snapshot, qa: QaData, prompt: str, examples: str) -> None:
 def test_lrt_file(snapshot) -> None:
     for mode in ("none", "full", "block-4"):
         file = build_file(20, mode, random.Random(0))
-        assert LRT.render(file=file.text) == snapshot(name=mode)
+        assert lrt_request(file).to_json() == snapshot(name=mode)
+
+
+def test_lrt_source_file(snapshot) -> None:
+    """The source protocol's prompt: the README's header, line format and instruction, word for word."""
+    for mode in ("none", "full", "block-10", "block-100"):
+        file = build_source_file(20 if mode != "block-100" else 250, mode, random.Random(0))
+        assert lrt_request(file).to_json() == snapshot(name=mode)

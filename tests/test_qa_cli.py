@@ -12,19 +12,18 @@ import pytest
 
 from pytest_longctx.qa.__main__ import main
 from pytest_longctx.qa.generate import open_issue
-from tests.shared_data import FR_XML, QUESTIONS
+from tests.corpus_data import QUESTIONS
 
 DATE = "2024-02-12"
-DATA_DIR = str(FR_XML.parent)
 
 
 @pytest.fixture(scope="module")
-def corpora(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def corpora(tmp_path_factory: pytest.TempPathFactory, fr_data_dir: str) -> Path:
     """The shared issue's section cache, built once per session (the same folder as test_qa_generate's)."""
     cache = tmp_path_factory.getbasetemp() / "qa-fr-cache"
     if not cache.is_dir():
         building = tmp_path_factory.mktemp("qa-fr-cache-build")
-        open_issue(DATE, DATA_DIR, building)
+        open_issue(DATE, fr_data_dir, building)
         building.rename(cache)
     return cache / "corpora"
 
@@ -50,11 +49,11 @@ def one_line_error(err: str) -> str:
 # -- stats -----------------------------------------------------------------------------------------
 
 
-def test_stats_prints_the_shared_issue_figures(capsys, cache_dir) -> None:
-    code, out, err = run(capsys, "stats", "--date", DATE, "--data-dir", DATA_DIR, "--cache-dir", str(cache_dir))
+def test_stats_prints_the_shared_issue_figures(capsys, cache_dir, fr_xml, fr_data_dir) -> None:
+    code, out, err = run(capsys, "stats", "--date", DATE, "--data-dir", fr_data_dir, "--cache-dir", str(cache_dir))
     assert (code, err) == (0, "")
     lines = out.splitlines()
-    assert lines[0] == f"FR {DATE}: {FR_XML}"
+    assert lines[0] == f"FR {DATE}: {fr_xml}"
     assert lines[1:] == [
         "raw sections:   100",
         "kept sections:  79 (200 < tokens <= 5,000)",
@@ -64,8 +63,9 @@ def test_stats_prints_the_shared_issue_figures(capsys, cache_dir) -> None:
     ]
 
 
-def test_stats_list_names_every_kept_section(capsys, cache_dir) -> None:
-    code, out, _ = run(capsys, "stats", "--date", DATE, "--data-dir", DATA_DIR, "--cache-dir", str(cache_dir), "--list")
+def test_stats_list_names_every_kept_section(capsys, cache_dir, fr_data_dir) -> None:
+    code, out, _ = run(capsys, "stats", "--date", DATE, "--data-dir", fr_data_dir, "--cache-dir", str(cache_dir),
+                       "--list")
     listed = [line.split() for line in out.splitlines() if line.startswith("  ")]
     assert code == 0 and len(listed) == 79
     assert listed[0][:2] == ["2024-02930", "3,666"] and "DEPARTMENT OF TRANSPORTATION" in " ".join(listed[0])
@@ -74,8 +74,8 @@ def test_stats_list_names_every_kept_section(capsys, cache_dir) -> None:
 # -- validate --------------------------------------------------------------------------------------
 
 
-def test_validate_passes_the_shipped_set(capsys, cache_dir) -> None:
-    code, out, err = run(capsys, "validate", str(QUESTIONS), "--data-dir", DATA_DIR, "--cache-dir", str(cache_dir))
+def test_validate_passes_the_shipped_set(capsys, cache_dir, fr_data_dir) -> None:
+    code, out, err = run(capsys, "validate", str(QUESTIONS), "--data-dir", fr_data_dir, "--cache-dir", str(cache_dir))
     assert (code, err) == (0, "")  # the date comes from the file name
     assert out.splitlines() == [
         "sections: 79, of which 79 have five questions with one numerical",
@@ -83,7 +83,7 @@ def test_validate_passes_the_shipped_set(capsys, cache_dir) -> None:
     ]
 
 
-def test_validate_lists_problems_and_exits_1(capsys, cache_dir, tmp_path) -> None:
+def test_validate_lists_problems_and_exits_1(capsys, cache_dir, tmp_path, fr_data_dir) -> None:
     lines = QUESTIONS.read_text(encoding="utf-8").splitlines()[:5]
     broken = [json.loads(line) for line in lines]
     broken[0]["evidence"] = "A sentence the FAA never wrote."
@@ -92,7 +92,7 @@ def test_validate_lists_problems_and_exits_1(capsys, cache_dir, tmp_path) -> Non
     broken[4]["answer"] = "Hand-tight"
     path = tmp_path / "mine.jsonl"
     path.write_text("".join(json.dumps(b, ensure_ascii=False) + "\n" for b in broken), encoding="utf-8")
-    code, out, err = run(capsys, "validate", str(path), "--date", DATE, "--data-dir", DATA_DIR,
+    code, out, err = run(capsys, "validate", str(path), "--date", DATE, "--data-dir", fr_data_dir,
                          "--cache-dir", str(cache_dir))
     assert (code, err) == (1, "")
     assert out.splitlines() == [
@@ -110,7 +110,7 @@ def test_validate_lists_problems_and_exits_1(capsys, cache_dir, tmp_path) -> Non
 
 
 def test_unknown_date_offline_names_the_file_and_the_option(capsys, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("pytest_longctx.corpus.federal_register.GOVINFO_URL", "http://127.0.0.1:9/FR-{date}.xml")
+    monkeypatch.setenv("LONGCTX_FR_URL", "http://127.0.0.1:9/FR-{date}.xml")
     code, _, err = run(capsys, "stats", "--date", "1999-01-04", "--cache-dir", str(tmp_path))
     assert code == 2
     line = one_line_error(err)
@@ -119,7 +119,7 @@ def test_unknown_date_offline_names_the_file_and_the_option(capsys, tmp_path, mo
 
 
 def test_examples_issue_missing_offline_is_named(capsys, tmp_path, monkeypatch) -> None:
-    monkeypatch.setattr("pytest_longctx.corpus.federal_register.GOVINFO_URL", "http://127.0.0.1:9/FR-{date}.xml")
+    monkeypatch.setenv("LONGCTX_FR_URL", "http://127.0.0.1:9/FR-{date}.xml")
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
     data = tmp_path / "data"
     data.mkdir()
@@ -138,7 +138,7 @@ def test_examples_issue_missing_offline_is_named(capsys, tmp_path, monkeypatch) 
 ])
 def test_bad_model_spec(capsys, tmp_path, monkeypatch, model, expected) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    code, _, err = run(capsys, "generate", "--date", DATE, "--model", model, "--data-dir", DATA_DIR,
+    code, _, err = run(capsys, "generate", "--date", DATE, "--model", model, "--data-dir", str(tmp_path),
                        "--cache-dir", str(tmp_path))
     assert code == 2 and one_line_error(err).startswith(f"error: {expected}")
 
@@ -150,9 +150,9 @@ def test_missing_api_key(capsys, tmp_path, monkeypatch) -> None:
     assert code == 2 and "ANTHROPIC_API_KEY is not set" in one_line_error(err)
 
 
-def test_unknown_section_and_corrupt_output(capsys, cache_dir, tmp_path, monkeypatch) -> None:
+def test_unknown_section_and_corrupt_output(capsys, cache_dir, tmp_path, monkeypatch, fr_data_dir) -> None:
     monkeypatch.setenv("ANTHROPIC_API_KEY", "test-key")
-    base = ["generate", "--date", DATE, "--model", "anthropic/claude-test", "--data-dir", DATA_DIR,
+    base = ["generate", "--date", DATE, "--model", "anthropic/claude-test", "--data-dir", fr_data_dir,
             "--cache-dir", str(cache_dir)]
     code, _, err = run(capsys, *base, "--section", "2024-99999")
     assert code == 2 and one_line_error(err).startswith("error: --section: 2024-99999 is not a kept section of FR")

@@ -29,10 +29,9 @@ from pytest_longctx.qa.generate_prompt import (
 )
 from pytest_longctx.qa.questions import Question, load_questions, normalize, validate
 from pytest_longctx.server import FaultPlan, MessagesServer, Scripted
-from tests.shared_data import FR_XML, QUESTIONS
+from tests.corpus_data import QUESTIONS
 
 DATE = "2024-02-12"
-DATA_DIR = str(FR_XML.parent)
 MODEL = "anthropic/claude-test"
 KEY = "test-key"
 SCHEMA_KEYS = list(json.loads(QUESTIONS.read_text(encoding="utf-8").splitlines()[0]))
@@ -273,25 +272,29 @@ REPLY_RAILROAD = """<questions>
 
 
 @pytest.fixture(scope="module")
-def corpora(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The shared issue's section cache, built once per session (each test copies it into its own cache)."""
+def corpora(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path, fr_data_dir: str) -> Path:
+    """The shared issue's section cache, built once per session (each test copies it into its own cache),
+    with the issue itself linked in, so runs find it in their cache as a user's second run would."""
     cache = tmp_path_factory.getbasetemp() / "qa-fr-cache"
     if not cache.is_dir():
         building = tmp_path_factory.mktemp("qa-fr-cache-build")
-        open_issue(DATE, DATA_DIR, building)
+        open_issue(DATE, fr_data_dir, building)
         building.rename(cache)
+    linked = cache / "corpora" / fr_xml.name
+    if not linked.exists():
+        linked.symlink_to(fr_xml)
     return cache / "corpora"
 
 
 @pytest.fixture(scope="module")
 def sections(corpora: Path) -> dict[str, str]:
-    return {s.id: s.text for s in open_issue(DATE, DATA_DIR, corpora.parent).sections}
+    return {s.id: s.text for s in open_issue(DATE, None, corpora.parent).sections}
 
 
 @pytest.fixture
 def cache_dir(tmp_path: Path, corpora: Path) -> Path:
     target = tmp_path / "cache"
-    shutil.copytree(corpora, target / "corpora")
+    shutil.copytree(corpora, target / "corpora", symlinks=True)
     return target
 
 
@@ -318,8 +321,9 @@ def serve(monkeypatch: pytest.MonkeyPatch, replies: Mapping[str, str] = REPLIES,
 
 
 def generate(capsys: pytest.CaptureFixture[str], cache_dir: Path, out: Path, *args: str,
-             date: str = DATE, data_dir: str = DATA_DIR) -> tuple[int, str, str]:
-    code = main(["generate", "--date", date, "--model", MODEL, "--data-dir", data_dir, "--cache-dir", str(cache_dir),
+             date: str = DATE, data_dir: str | None = None) -> tuple[int, str, str]:
+    found = ["--data-dir", data_dir] if data_dir else []  # else the issue linked into the cache (see corpora)
+    code = main(["generate", "--date", date, "--model", MODEL, *found, "--cache-dir", str(cache_dir),
                  "--out", str(out), *args])
     captured = capsys.readouterr()
     return code, captured.out, captured.err
@@ -416,11 +420,11 @@ def test_few_shot_examples_come_from_other_sections(monkeypatch, capsys, cache_d
     assert unparseable[0]["raw"] == REPLY_FLOUNDER
 
 
-def test_generate_for_another_issue_date(monkeypatch, capsys, cache_dir, tmp_path) -> None:
+def test_generate_for_another_issue_date(monkeypatch, capsys, cache_dir, tmp_path, fr_xml) -> None:
     data = tmp_path / "data"
     data.mkdir()
     (data / f"FR-{OTHER_DATE}.xml").write_text(OTHER_XML, encoding="utf-8")
-    (data / f"FR-{DATE}.xml").symlink_to(FR_XML)  # the examples' issue
+    (data / f"FR-{DATE}.xml").symlink_to(fr_xml)  # the examples' issue
     out = tmp_path / "other.jsonl"
     with serve(monkeypatch) as srv:
         code, stdout, _ = generate(capsys, cache_dir, out, date=OTHER_DATE, data_dir=str(data))

@@ -12,12 +12,12 @@ from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import UsageError
 from pytest_longctx.qa.questions import Question, load_questions, longest_answer_share, validate
-from tests.shared_data import FR_XML, QUESTIONS
+from tests.corpus_data import QUESTIONS
 
 
 @pytest.fixture(scope="module")
-def sections(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    issue = load_issue(FR_XML, "2024-02-12", TiktokenCounter(), tmp_path_factory.mktemp("fr"))
+def sections(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> dict[str, str]:
+    issue = load_issue(fr_xml, "2024-02-12", TiktokenCounter(), tmp_path_factory.mktemp("fr"))
     return {s.id: s.text for s in issue.sections}
 
 

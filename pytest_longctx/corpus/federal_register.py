@@ -1,4 +1,4 @@
-"""Federal Register daily issues: locate, download once, split into agency sections.
+"""Federal Register daily issues: locate (see :mod:`.lookup`), split into agency sections.
 
 The recipe follows Anthropic's long-context QA study: the issue's plain text is split on
 ``BILLING CODE``, the preamble before the first agency heading is dropped, and sections of
@@ -12,19 +12,28 @@ import hashlib
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from pytest_longctx.corpus.lookup import CorpusFile, find_corpus
 from pytest_longctx.corpus.tokens import TokenCounter
 from pytest_longctx.errors import UsageError
-from pytest_longctx.fsutil import atomic_write_bytes, atomic_write_text
+from pytest_longctx.fsutil import atomic_write_text
 
 GOVINFO_URL = "https://www.govinfo.gov/content/pkg/FR-{date}/xml/FR-{date}.xml"
-#: Environment variable naming a directory that holds ``FR-<date>.xml`` files.
-DATA_DIR_ENV = "LONGCTX_DATA_DIR"
+#: Environment variable overriding the download URL (``{date}`` is replaced), e.g. a mirror or a test server.
+FR_URL_ENV = "LONGCTX_FR_URL"
+#: Issues the shipped question sets were written against: where that exact file is, and its sha256.
+#: (GPO re-encoded issues in March 2024, en dashes replaced by hyphens, so govinfo may serve other bytes;
+#: the original is fetched from GPO's bulk-data repository at the commit that added it.)
+PINNED = {
+    "2024-02-12": (
+        "https://raw.githubusercontent.com/usgpo/bulk-data/92b8a7b1eec1adcbd7bbf470116a8cfd399fe6c2/"
+        "ndash-changes-March2024/current/FR-{date}.xml",
+        "38063a8a4affb2fb8d270dd8305b7a6e28eb1270900ebd2a5ab58d4200f7f3c4",
+    ),
+}
 MIN_TOKENS = 200
 MAX_TOKENS = 5000
 FIRST_HEADING = "DEPARTMENT OF TRANSPORTATION"
@@ -109,35 +118,22 @@ def split_sections(text: str, counter: TokenCounter) -> tuple[int, list[Section]
     return len(chunks), kept
 
 
+def fr_issue(date: str) -> CorpusFile:
+    """The corpus file of one daily issue: govinfo (or ``$LONGCTX_FR_URL``) and, for pinned issues, its sha256."""
+    pinned = PINNED.get(date)
+    template = os.environ.get(FR_URL_ENV) or (pinned[0] if pinned else GOVINFO_URL)
+    return CorpusFile(corpus=f"federal_register_{date}", file=f"FR-{date}.xml", title=f"Federal Register {date}",
+                      url=template.format(date=date), sha256=pinned[1] if pinned else None)
+
+
 def locate(date: str, *, path: str | None, data_dir: str | None, cache_dir: Path) -> Path:
-    """Find ``FR-<date>.xml``: explicit path, data dir (option or env), cache, else download."""
-    name = f"FR-{date}.xml"
+    """Find ``FR-<date>.xml``: explicit path, data dir (option or env), cache, else download (see :mod:`.lookup`)."""
     if path:
         p = Path(path)
         if not p.is_file():
             raise UsageError(f"longctx_fr_path: {p} does not exist; point it at an FR-<date>.xml file")
         return p
-    for folder in (data_dir, os.environ.get(DATA_DIR_ENV)):
-        if folder and (Path(folder) / name).is_file():
-            return Path(folder) / name
-    cached = cache_dir / name
-    if cached.is_file():
-        return cached
-    return _download(date, cached)
-
-
-def _download(date: str, target: Path) -> Path:
-    url = GOVINFO_URL.format(date=date)
-    try:
-        with urllib.request.urlopen(url, timeout=60) as resp:  # noqa: S310 - fixed https URL
-            data = resp.read()
-    except (urllib.error.URLError, OSError) as exc:
-        raise UsageError(
-            f"Federal Register {date} not found locally and could not be downloaded ({exc}); "
-            f"put FR-{date}.xml in {target.parent} or set --longctx-data-dir / ${DATA_DIR_ENV}"
-        ) from None
-    atomic_write_bytes(target, data)
-    return target
+    return find_corpus(fr_issue(date), data_dir=data_dir, cache_dir=cache_dir)
 
 
 def load_issue(xml_path: Path, date: str, counter: TokenCounter, cache_dir: Path) -> Issue:

@@ -28,7 +28,8 @@ from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_longctx.corpus.federal_register import DATA_DIR_ENV, MAX_TOKENS, MIN_TOKENS, Issue, Section
+from pytest_longctx.corpus.federal_register import MAX_TOKENS, MIN_TOKENS, Issue, Section
+from pytest_longctx.corpus.lookup import DATA_DIR_ENV
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
 from pytest_longctx.models import ModelSpec, parse_model_spec
 from pytest_longctx.qa.generate import Outcome, OutputFiles, generate_all, open_issue

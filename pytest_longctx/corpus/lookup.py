@@ -1,0 +1,135 @@
+"""Finding a corpus file the way users provide it: data dir, ``$LONGCTX_DATA_DIR``, the cache, a download.
+
+A corpus file is named by a :class:`CorpusFile` (corpus folder name, file path inside it, title for
+messages, download URL and an optional pinned sha256). :func:`find_corpus` looks, in this order, in
+
+1. the data dir given as an option (``--longctx-data-dir``, ``--data-dir``),
+2. the folder named by ``$LONGCTX_DATA_DIR``,
+3. the cache folder (``<cache-dir>/corpora``),
+
+and else downloads the file once into the cache. In a data dir the file may sit directly
+(``DIR/FR-2024-02-12.xml``), in the corpus folder (``DIR/<corpus>/<file>``) or in its ``current``
+folder (``DIR/<corpus>/current/<file>``), so a data dir may be one corpus's folder or a folder of
+corpora such as ``../shared/corpora``. Files in data dirs are the user's own and are not checked.
+A downloaded file's sha256 is recorded beside it (``<file>.sha256``) and checked against the pinned
+one when there is one; a cached file whose bytes no longer match is re-downloaded, or reported
+when the download fails. Every failure is one :class:`CorpusNotFound` line saying what to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_longctx.errors import UsageError
+from pytest_longctx.fsutil import atomic_write_bytes, atomic_write_text
+
+#: Environment variable naming a data dir (a corpus folder or a folder of corpora).
+DATA_DIR_ENV = "LONGCTX_DATA_DIR"
+#: Seconds a download may take to connect and between reads.
+DOWNLOAD_TIMEOUT_S = 60.0
+
+
+class CorpusNotFound(UsageError):
+    """A corpus file is in no data dir or cache and could not be downloaded (or was corrupt)."""
+
+
+@dataclass(frozen=True)
+class CorpusFile:
+    """One file of a corpus and how to get it."""
+
+    #: Folder name of the corpus in a folder of corpora, e.g. ``federal_register_2024-02-12``.
+    corpus: str
+    #: Path of the file inside the corpus folder, e.g. ``FR-2024-02-12.xml``.
+    file: str
+    #: What messages call it, e.g. ``Federal Register 2024-02-12``.
+    title: str
+    #: Where to download it from (``None``: no download; the user must provide it).
+    url: str | None = None
+    #: The file's sha256 when one exact version is expected (checked on download and in the cache).
+    sha256: str | None = None
+
+    def candidates(self, folder: Path) -> list[Path]:
+        """Where the file may sit inside a data dir."""
+        return [folder / self.file, folder / self.corpus / self.file, folder / self.corpus / "current" / self.file]
+
+
+def sha256_of(path: Path) -> str:
+    """The hex sha256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def find_corpus(spec: CorpusFile, *, data_dir: str | None, cache_dir: Path, download: bool = True) -> Path:
+    """The path of ``spec``'s file: data dir, ``$LONGCTX_DATA_DIR``, cache, else a download into the cache.
+
+    Raises:
+        CorpusNotFound: one line naming the file, where it was looked for, and how to provide it.
+    """
+    for folder in (data_dir, os.environ.get(DATA_DIR_ENV)):
+        if folder:
+            for candidate in spec.candidates(Path(folder)):
+                if candidate.is_file():
+                    return candidate
+    cached = cache_dir / spec.file
+    problem = _check_cached(spec, cached) if cached.is_file() else None
+    if cached.is_file() and problem is None:
+        return cached
+    if not download or spec.url is None:
+        raise CorpusNotFound(_not_found(spec, data_dir, cache_dir, problem or "no download source"))
+    try:
+        return _download(spec, cached)
+    except CorpusNotFound as exc:
+        why = f"{problem}; {exc}" if problem else str(exc)
+        raise CorpusNotFound(_not_found(spec, data_dir, cache_dir, why)) from None
+
+
+def _check_cached(spec: CorpusFile, cached: Path) -> str | None:
+    """Why the cached copy cannot be used (its bytes differ from the recorded or pinned sha256), or None."""
+    record = cached.with_name(cached.name + ".sha256")
+    recorded = record.read_text(encoding="utf-8").strip() if record.is_file() else None
+    expected = spec.sha256 or recorded
+    if expected is None:
+        return None  # put there by hand, as the not-found message suggests
+    actual = sha256_of(cached)
+    if actual == expected:
+        return None
+    return f"cached {cached} is corrupt (sha256 {actual[:12]}..., expected {expected[:12]}...)"
+
+
+def _download(spec: CorpusFile, target: Path) -> Path:
+    """Fetch the file into ``target``, check it against the pinned sha256, record its own sha256."""
+    url = str(spec.url)
+    try:
+        with urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as resp:  # noqa: S310 - http(s) URL of the spec
+            data = resp.read()
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise CorpusNotFound(f"download from {url} failed ({reason})") from None
+    actual = hashlib.sha256(data).hexdigest()
+    if spec.sha256 is not None and actual != spec.sha256:
+        raise CorpusNotFound(f"download from {url} has sha256 {actual[:12]}..., expected {spec.sha256[:12]}... "
+                             "(a different version of the file)")
+    atomic_write_bytes(target, data)
+    atomic_write_text(target.with_name(target.name + ".sha256"), actual + "\n")
+    return target
+
+
+def _not_found(spec: CorpusFile, data_dir: str | None, cache_dir: Path, why: str) -> str:
+    looked = []
+    if data_dir:
+        looked.append(f"--longctx-data-dir {data_dir}" + ("" if Path(data_dir).is_dir() else " (no such folder)"))
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        looked.append(f"${DATA_DIR_ENV}={env}" + ("" if Path(env).is_dir() else " (no such folder)"))
+    looked.append(f"the cache {cache_dir}")
+    return (f"{spec.title} not found ({spec.file} is not in {', '.join(looked)}; {why}): "
+            f"pass --longctx-data-dir DIR or set {DATA_DIR_ENV}=DIR to a folder holding it "
+            f"(or {spec.corpus}/{spec.file}), or put it in {cache_dir}")

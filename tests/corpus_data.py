@@ -1,0 +1,54 @@
+"""Corpus files for the plugin's own tests, found through the plugin's lookup as a user's run finds them.
+
+The outer session's ``--longctx-data-dir``, ``$LONGCTX_DATA_DIR`` (read when the session starts: the
+per-test environment clean-up removes it), the outer cache (``<cache-dir>/corpora``), else a download
+into that cache. Without the file and without network, a test that needs it skips with one line naming
+what is missing and how to provide it. CI (``.ci/run``) points ``$LONGCTX_DATA_DIR`` at ``../shared/corpora``.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_longctx.corpus.federal_register import fr_issue
+from pytest_longctx.corpus.lookup import DATA_DIR_ENV, CorpusFile, CorpusNotFound, find_corpus
+from pytest_longctx.keys import SETTINGS_KEY
+
+ROOT = Path(__file__).resolve().parents[1]
+QUESTIONS = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"
+FR_DATE = "2024-02-12"
+CI_HINT = "CI: LONGCTX_DATA_DIR=../shared/corpora"
+
+_ENV_KEY = pytest.StashKey[str | None]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.stash[_ENV_KEY] = os.environ.get(DATA_DIR_ENV)
+
+
+def find_for_tests(config: pytest.Config, spec: CorpusFile) -> Path:
+    """``spec``'s file through the plugin's lookup with the outer session's settings, or a one-line skip."""
+    settings = config.stash[SETTINGS_KEY]
+    with pytest.MonkeyPatch.context() as mp:
+        env = config.stash.get(_ENV_KEY, None)
+        if env:
+            mp.setenv(DATA_DIR_ENV, env)
+        try:
+            return find_corpus(spec, data_dir=settings.data_dir, cache_dir=settings.cache_dir / "corpora")
+        except CorpusNotFound as exc:
+            pytest.skip(f"{exc} ({CI_HINT})")
+
+
+@pytest.fixture(scope="session")
+def fr_xml(pytestconfig: pytest.Config) -> Path:
+    """The Federal Register 2024-02-12 issue the shipped question set was written against."""
+    return find_for_tests(pytestconfig, fr_issue(FR_DATE))
+
+
+@pytest.fixture(scope="session")
+def fr_data_dir(fr_xml: Path) -> str:
+    """A data dir holding ``FR-2024-02-12.xml`` (for the ``--data-dir`` of the qa command)."""
+    return str(fr_xml.parent)
