@@ -24,7 +24,7 @@ from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import UsageError
 from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.options import Settings
-from pytest_longctx.prefetch import read_plan, write_error
+from pytest_longctx.prefetch import read_plan, sent_path, write_error
 
 #: Seconds between polls of an unfinished batch ($LONGCTX_BATCH_POLL overrides).
 POLL_S = 30.0
@@ -143,6 +143,9 @@ def _collect(sdk: Any, state: dict[str, Any], cache: ResponseCache, work: Path, 
             text = "".join(getattr(block, "text", "") for block in message.content)
             completion = Completion(text=text, input_tokens=message.usage.input_tokens,
                                     output_tokens=message.usage.output_tokens, stop_reason=message.stop_reason)
+            sent = sent_path(work, key)  # answered through this run's batches: not a cache hit
+            sent.parent.mkdir(parents=True, exist_ok=True)
+            sent.touch()
             if cache.get(key) is None:
                 cache.put(key, completion.to_json(), {"provider": "anthropic", "model": state["model"],
                                                       "batch": state["id"]})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +47,7 @@ class ModelClient:
     #: Prefetch/batch: planned requests are answered by the controller through the cache.
     waiter: Waiter | None = None
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
+    _put_failed: bool = field(default=False, repr=False)
 
     @property
     def spec(self) -> str:
@@ -62,6 +64,9 @@ class ModelClient:
         use_cache = self.cache is not None and self.cache_mode != "off" and self.backend.provider != "fake"
         if use_cache and self.cache_mode != "refresh":
             assert self.cache is not None
+            if self.cache_mode == "replay" and not self.plan and (problem := self.cache.problem(key)):
+                raise NotCachedError(f"replay mode: corrupt cache entry {problem}; run once with "
+                                     "--longctx-cache on to refetch it")
             hit = self.cache.get(key)
             if hit is not None:
                 if self.plan:
@@ -83,8 +88,14 @@ class ModelClient:
             completion.latency_s = completion.latency_s or (time.perf_counter() - start)
         if use_cache:
             assert self.cache is not None
-            self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
-                                                       "template": request.template})
+            meta = {"provider": self.backend.provider, "model": self.backend.model, "template": request.template}
+            try:
+                self.cache.put(key, completion.to_json(), meta)
+            except OSError as exc:  # the answer is kept for this trial all the same
+                if not self._put_failed:
+                    self._put_failed = True
+                    warnings.warn(f"longctx cache: cannot store answers in {self.cache.root} ({exc.strerror or exc}); "
+                                  "this run keeps them, a re-run will send them again", stacklevel=2)
         return completion
 
     def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:

@@ -26,3 +26,29 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
 def atomic_write_text(path: Path, text: str) -> None:
     """Write UTF-8 ``text`` to ``path`` atomically."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def folder_problem(path: Path, *, write: bool = True) -> str | None:
+    """Why ``path`` cannot serve as a folder to read (and, with ``write``, write), or None when it can.
+
+    Nothing is created: a missing folder is fine when its nearest existing ancestor is a writable folder.
+    """
+    if path.exists() and not path.is_dir():
+        return "is a file, not a folder"
+    if path.is_dir():
+        if not write:
+            return None if os.access(path, os.R_OK | os.X_OK) else "is not readable"
+        try:
+            with tempfile.TemporaryFile(dir=path, prefix=".probe-"):
+                pass
+        except OSError as exc:
+            return f"is not writable ({exc.strerror or exc})"
+        return None
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"cannot be created: {parent} is a file, not a folder"
+    if write and not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot be created: {parent} is not writable"
+    return None

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Generator
+from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_longctx.keys import CELL_SAMPLES_KEY, RUN_KEY, SETTINGS_KEY, SHARED_KEY, RunState, Shared
+
+if TYPE_CHECKING:
+    from pytest_longctx.options import Settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -28,8 +32,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
     config.addinivalue_line("markers", "longctx(experiment, exclude=()): a long-context eval test; "
                             "its parametrization defines the condition cell")
+    from pytest_longctx.modes import check_settings
+
     try:
         settings = resolve(config)
+        check_settings(settings)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS_KEY] = settings
@@ -52,7 +59,15 @@ def pytest_configure(config: pytest.Config) -> None:
                                       seed=settings.seed, exact_tokens=settings.exact_tokens,
                                       cache_dir=str(settings.cache_dir))
     config.stash[RUN_KEY] = RunState()
-    if settings.model.provider == "anthropic" and not settings.plan and _needs_model_process(config):
+    if _needs_model_process(config):
+        _check_gate_inputs(config, settings)
+    if _needs_model_process(config):
+        _check_cache_dir(settings)
+        if settings.plan_out is not None:  # this run's planned requests only, not the last run's as well
+            settings.plan_out.parent.mkdir(parents=True, exist_ok=True)
+            settings.plan_out.write_text("", encoding="utf-8")
+    if (settings.model.provider == "anthropic" and not settings.plan and settings.cache != "replay"
+            and _needs_model_process(config)):
         import os
 
         from pytest_longctx.backends.anthropic import missing_key_message
@@ -68,13 +83,48 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(HtmlColumns(), "longctx-html")
 
 
+def _check_cache_dir(settings: Settings) -> None:
+    """The cache must be usable before anything is sent: answers are never paid for and then dropped."""
+    from pytest_longctx.fsutil import folder_problem
+
+    if settings.cache == "off":
+        return
+    problem = folder_problem(settings.cache_dir, write=settings.cache != "replay")
+    if problem is not None:
+        raise pytest.UsageError(f"--longctx-cache-dir: {settings.cache_dir} {problem}; pass a writable folder "
+                                "(or --longctx-cache off)")
+
+
+def _check_gate_inputs(config: pytest.Config, settings: Settings) -> None:
+    """Compared run, relative thresholds and report dir: a bad one is a usage error before anything is sent."""
+    from pytest_longctx.errors import UsageError
+    from pytest_longctx.preflight import check_gate_inputs
+
+    try:
+        config.stash[RUN_KEY].baseline = check_gate_inputs(settings)
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
 def _needs_model_process(config: pytest.Config) -> bool:
     return not (config.option.collectonly or config.option.help)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Without xdist, shared services start only when longctx tests were collected."""
+    """Without xdist, shared services start only when longctx tests were collected.
+
+    Threshold selectors are checked against the collected cells first, so a selector that can match
+    nothing is a usage error before any request is sent. Under xdist the controller does not collect:
+    there the gate reports the same problem at the end (a gate error, exit 11).
+    """
     if _is_controller(session.config) and any(item.get_closest_marker("longctx") for item in session.items):
+        from pytest_longctx.errors import UsageError
+        from pytest_longctx.preflight import check_selectors
+
+        try:
+            check_selectors(session.config.stash[SETTINGS_KEY], session.items)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
         _start_services(session.config)
 
 
@@ -203,7 +253,11 @@ class _Controller:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_longctx.reporting.terminal import write_summary
 
-        write_summary(terminalreporter, self.config.stash[RUN_KEY], self.config.stash[SETTINGS_KEY])
+        try:
+            write_summary(terminalreporter, self.config.stash[RUN_KEY], self.config.stash[SETTINGS_KEY])
+        except Exception as exc:  # never raise from the summary: the record is already written
+            terminalreporter.write_line(f"longctx: could not print the summary: {type(exc).__name__}: {exc}",
+                                        red=True)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

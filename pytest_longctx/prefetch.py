@@ -129,6 +129,11 @@ def error_path(work: Path, key: str) -> Path:
     return work / "errors" / f"{key}.json"
 
 
+def sent_path(work: Path, key: str) -> Path:
+    """Marker of a request the controller sent in this run (its answer is then not a cache hit)."""
+    return work / "sent" / key
+
+
 def write_error(work: Path, key: str, message: str, fatal: bool) -> None:
     path = error_path(work, key)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -157,8 +162,8 @@ class Waiter:
         delay = 0.005
         while time.monotonic() < deadline:
             hit = self.cache.get(key)
-            if hit is not None:
-                return Completion.from_json(hit, cache_hit=False)
+            if hit is not None:  # sent by the controller in this run, or already cached before it
+                return Completion.from_json(hit, cache_hit=not sent_path(self.work, key).exists())
             err = error_path(self.work, key)
             if err.exists():
                 info = json.loads(err.read_text(encoding="utf-8"))
@@ -286,8 +291,17 @@ class Dispatcher:
             with self.progress.lock:
                 self.progress.failed += 1
             return
-        self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
-                                                    "template": entry["request"].get("template", "")})
+        sent = sent_path(self.work, key)  # marked before it is stored: a waiter finding it counts a request sent
+        sent.parent.mkdir(parents=True, exist_ok=True)
+        sent.touch()
+        try:
+            self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
+                                                        "template": entry["request"].get("template", "")})
+        except OSError as exc:
+            write_error(self.work, key, f"prefetch: answer received but the cache could not store it ({exc})", False)
+            with self.progress.lock:
+                self.progress.failed += 1
+            return
         with self.progress.lock:
             self.progress.done += 1
             self.progress.input_tokens += completion.input_tokens

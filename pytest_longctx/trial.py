@@ -128,7 +128,7 @@ class Trial:
             "raw": self.raw[:RAW_LIMIT],
             "reason": reason,
             "error": error,
-            "calls": len(self.completions),
+            "calls": sum(1 for c in self.completions if not c.cache_hit),  # requests actually sent
             "cache_hits": sum(1 for c in self.completions if c.cache_hit),
             "input_tokens": sum(c.input_tokens for c in self.completions),
             "output_tokens": sum(c.output_tokens for c in self.completions),

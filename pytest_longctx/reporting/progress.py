@@ -18,7 +18,8 @@ def progress_line(state: Any, settings: Settings, total: int) -> str:
     usage = state.aggregator.usage()
     done = usage["trials"]
     of = f"/{total}" if total else ""
-    line = (f"longctx progress: {done}{of} trials, {usage['calls']} model calls ({usage['cache_hits']} cache hits), "
+    line = (f"longctx progress: {done}{of} trials, {usage['calls']} requests sent "
+            f"({usage['cache_hits']} answered from cache), "
             f"{usage['input_tokens']:,} input tokens")
     spend = estimated_spend(usage, settings)
     if spend:

@@ -18,6 +18,7 @@ def _params(params: dict[str, Any]) -> str:
 def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -> None:
     record = state.record
     if record is None:
+        _footer(tr, state)
         return
     if record.get("plan") is not None:
         from pytest_longctx.plan import format_plan
@@ -27,6 +28,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
             tr.write_line(line)
     cells = record["cells"]
     if not cells:
+        _footer(tr, state)
         return
     tr.write_sep("=", f"longctx: {settings.model.spec}  seed={settings.seed}  samples={settings.samples}")
     rows = [("experiment", "params", "n", "acc", "95% CI", "err", "verdict")]
@@ -42,29 +44,40 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     for i, row in enumerate(rows):
         tr.write_line("  ".join(col.ljust(w) if j < 2 else col.rjust(w) if j < 6 else col
                                 for j, (col, w) in enumerate(zip(row, widths, strict=True))).rstrip(), bold=i == 0)
+    from pytest_longctx.reporting.tables import table_lines
+
+    for table in record.get("tables") or []:
+        for j, line in enumerate(table_lines(table)):
+            tr.write_line(line, bold=j == 0)
     usage = record["usage"]
     from pytest_longctx.reporting.progress import estimated_spend
 
     spend = estimated_spend(usage, settings)
-    tr.write_line(f"usage: {usage['trials']} trials, {usage['calls']} model calls, {usage['cache_hits']} cache hits, "
-                  f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
+    tr.write_line(f"usage: {usage['trials']} trials, {usage['calls']} requests sent, {usage['cache_hits']} answered "
+                  f"from cache, {usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
                   + (f", ~${spend:,.2f} at list prices" if spend else ""))
     gate = record["gate"]
     if gate["status"] != "none":
         counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v)
+        bad = gate["status"] in ("fail", "error")
         tr.write_line(f"gate: {gate['status'].upper()} ({counts})"
-                      + (f" -> exit code {gate['exit_code']}" if gate["status"] == "fail" else ""),
-                      red=gate["status"] == "fail", green=gate["status"] == "pass")
+                      + (f" -> exit code {gate['exit_code']}" if bad else ""),
+                      red=bad, green=gate["status"] == "pass")
+        for reason in gate.get("errors") or []:
+            tr.write_line(f"gate error: {reason}", red=True)
     if record.get("comparison"):
         c = record["comparison"]
         tr.write_line(f"compared with {c['baseline_model']} ({c['cells_compared']} cells, "
                       f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
-    if record.get("compare_error"):
-        tr.write_line(f"compare: {record['compare_error']}", red=True)
     from pytest_longctx.docs.summary import docs_summary
 
     for line in docs_summary(record["trials"]):
         tr.write_line(f"longctx {line}")
+    _footer(tr, state)
+
+
+def _footer(tr: pytest.TerminalReporter, state: Any) -> None:
+    """Notes, why the run stopped, and where its reports went (also when there is no table to show)."""
     for note in state.notes:
         tr.write_line(f"longctx: {note}")
     if state.stop_reason:
