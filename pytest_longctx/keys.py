@@ -35,14 +35,15 @@ class Shared:
         return max(1, self.max_concurrency // self.workers)
 
     def backend_options(self, spec: ModelSpec) -> dict[str, Any]:
+        """Keyword arguments of ``spec``'s backend: every HTTP backend gets the same concurrency and retry seed."""
+        if spec.provider == "fake":
+            return {}
+        options: dict[str, Any] = {"max_concurrency": self.share(), "seed": self.seed}
         if spec.provider == "local":
-            return {"base_url": self.local_url}
+            options["base_url"] = self.local_url
         if spec.provider == "anthropic":
-            return {"max_concurrency": self.share(), "seed": self.seed, "exact_tokens": self.exact_tokens,
-                    "cache_dir": Path(self.cache_dir)}
-        if spec.provider == "openai":
-            return {"max_concurrency": self.share(), "seed": self.seed}
-        return {}
+            options.update(exact_tokens=self.exact_tokens, cache_dir=Path(self.cache_dir))
+        return options
 
 
 @dataclass
@@ -54,6 +55,8 @@ class RunState:
     started: float = field(default_factory=time.time)
     record: dict[str, Any] | None = None
     stop_reason: str | None = None
+    #: A usage error a fixture found (bad docs folder, QA file, missing corpus): exit 4, no record written.
+    usage_error: str | None = None
     written: list[str] = field(default_factory=list)
     server: Any = None
     dispatcher: Any = None
@@ -61,6 +64,8 @@ class RunState:
     notes: list[str] = field(default_factory=list)
     batch: Any = None
     collected: int = 0
+    #: The compared run's record (--longctx-compare), read and validated at start-up.
+    baseline: dict[str, Any] | None = None
     last_progress: float = 0.0
 
 

@@ -19,8 +19,11 @@ def start_local_server(config: pytest.Config) -> None:
     shared = config.stash[SHARED_KEY]
     if (settings.model.provider != "local" and settings.judge.provider != "local") or shared.local_url:
         return
-    from pytest_longctx.backends.local_server import LocalModelServer
+    from pytest_longctx.backends.local_server import URL_ENV, LocalModelServer
 
+    if os.environ.get(URL_ENV):  # a server the user (or a test) already runs: share it, start none
+        shared.local_url = os.environ[URL_ENV].rstrip("/")
+        return
     name = settings.model.name if settings.model.provider == "local" else settings.judge.name
     server = LocalModelServer(name, cache_dir=settings.cache_dir)
     shared.local_url = server.start()

@@ -22,16 +22,18 @@ import pytest
 
 from pytest_longctx.backends import local_models
 from pytest_longctx.backends.base import Backend, Completion, Request
+from pytest_longctx.backends.http import apost_json
 from pytest_longctx.backends.local import CHOICES_STOP_REASON, LocalBackend
 from pytest_longctx.backends.local_models import KNOWN_MODELS, LocalModel, find_gguf
 from pytest_longctx.backends.local_server import URL_ENV, LocalModelServer
-from pytest_longctx.backends.openai_compat import OpenAIBackend, RetryPolicy, apost_json
+from pytest_longctx.backends.openai_compat import OpenAIBackend
+from pytest_longctx.backends.retry import Retrier, RetryPolicy
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
 
 MODEL = "smollm2-135m"
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
-FAST_FAIL = RetryPolicy(attempts=2, backoff_s=0.01)
+FAST_FAIL = RetryPolicy(attempts=2, base_s=0.01)
 QUESTION = "Which letter comes first in the alphabet?\nA) A\nB) B\nC) C\nD) D\nAnswer with the letter."
 
 
@@ -234,7 +236,7 @@ def test_the_openai_compatible_backend_works_against_the_same_server(server: Loc
 
 
 def test_without_a_tokenize_endpoint_openai_counts_with_tiktoken_and_says_so() -> None:
-    backend = OpenAIBackend("gpt-x", base_url=dead_url() + "/v1", retry=FAST_FAIL)
+    backend = OpenAIBackend("gpt-x", base_url=dead_url() + "/v1", policy=FAST_FAIL)
     assert backend.tokenizer == "tiktoken/cl100k_base (approximate)"
     assert backend.count_tokens("hello long context") == TiktokenCounter().count("hello long context")
     assert OpenAIBackend("gpt-x", base_url="https://api.openai.com/v1").tokenizer.startswith("tiktoken/")
@@ -243,15 +245,16 @@ def test_without_a_tokenize_endpoint_openai_counts_with_tiktoken_and_says_so() -
 # --- failures are errors, never empty answers -----------------------------------------------
 
 
-def test_a_dead_server_raises_backend_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_dead_server_stops_the_run_naming_its_url(monkeypatch: pytest.MonkeyPatch) -> None:
     url = dead_url()
-    local = LocalBackend(MODEL, base_url=url, retry=FAST_FAIL)
-    with pytest.raises(BackendError, match="failed after 2 attempts: ConnectError"):
+    local = LocalBackend(MODEL, base_url=url, policy=FAST_FAIL)
+    with pytest.raises(FatalBackendError, match=f"cannot reach {url}: 2 connection failures in a row.*ConnectError"):
         complete(local, Request.user("hi"))
-    with pytest.raises(BackendError, match="failed after 2 attempts"):
+    with pytest.raises(FatalBackendError, match="cannot reach"):  # later calls fail at once
         local.count_tokens("hi")
-    with pytest.raises(BackendError, match="failed after 2 attempts"):
-        complete(OpenAIBackend("m", base_url=url + "/v1", retry=FAST_FAIL), Request.user("hi"))
+    openai = OpenAIBackend("m", base_url=url + "/v1", policy=FAST_FAIL)
+    with pytest.raises(FatalBackendError, match=f"openai/m: cannot reach {url}/v1.*OPENAI_BASE_URL"):
+        complete(openai, Request.user("hi"))
     monkeypatch.delenv(URL_ENV, raising=False)
     with pytest.raises(BackendError, match="local_server smollm2-135m"):
         complete(LocalBackend(MODEL), Request.user("hi"))
@@ -275,7 +278,8 @@ def test_retries_honour_retry_after_and_auth_failures_are_fatal() -> None:
 
     async def run(transport: httpx.MockTransport) -> dict[str, Any]:
         async with httpx.AsyncClient(transport=transport) as client:
-            return await apost_json(client, "http://x/y", {}, policy=RetryPolicy(attempts=3, backoff_s=0.01), what="t")
+            retrier = Retrier("t", "http://x", RetryPolicy(attempts=3, base_s=0.01))
+            return await apost_json(client, "http://x/y", {}, retrier=retrier)
 
     assert asyncio.run(run(httpx.MockTransport(handler))) == {"ok": True} and len(calls) == 3
     with pytest.raises(FatalBackendError, match="HTTP 401"):

@@ -2,26 +2,29 @@
 
 The key comes from ``ANTHROPIC_API_KEY`` and the base URL from the SDK's standard
 ``ANTHROPIC_BASE_URL`` (how tests point it at the local Messages-API server). The SDK's own
-retries are off: this backend retries 408/409/429/5xx (529 included), timeouts, dropped
-connections and malformed bodies itself, honouring ``retry-after``, so it can slow the whole
-worker down on 429s and stop the run on errors no retry can fix (auth, spend limit, credit).
+retries are off: requests go through the retry loop every backend shares
+(:mod:`pytest_longctx.backends.retry`), which retries 408/409/429/5xx (529 included), timeouts,
+dropped connections and malformed bodies, honouring ``retry-after``, slows the whole worker down
+on 429s, and stops the run on errors no retry can fix (auth, spend limit, credit) and on an
+endpoint that cannot be reached.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
+import os
 import time
 from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.backends.retry import AdaptiveLimit, RetryPolicy, retry_after_seconds
+from pytest_longctx.backends.retry import Retrier, RetryPolicy, Verdict, retry_after_seconds
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.errors import BackendError, FatalBackendError
+from pytest_longctx.errors import BackendError
 from pytest_longctx.fsutil import atomic_write_text
 
+DEFAULT_BASE_URL = "https://api.anthropic.com"
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 FATAL_CODES = ("spend_limit", "billing", "organization_on_hold", "payment")
 
@@ -49,6 +52,16 @@ def build_params(model: str, request: Request, *, temperature: bool = True) -> d
     if request.stop:
         params["stop_sequences"] = list(request.stop)
     return params
+
+
+def verdict(exc: Exception) -> Verdict:
+    """:func:`classify` as the shared retry loop's verdict (connection failures mark the endpoint unreachable)."""
+    import anthropic
+
+    kind, retry_after = classify(exc)
+    unreachable = isinstance(exc, anthropic.APIConnectionError) and not isinstance(exc, anthropic.APITimeoutError)
+    return Verdict(kind, describe(exc), retry_after=retry_after, unreachable=unreachable,
+                   rate_limited=kind == "retry" and getattr(exc, "status_code", None) == 429)
 
 
 def classify(exc: BaseException) -> tuple[str, float | None]:
@@ -84,15 +97,13 @@ class AnthropicBackend:
         self.model = name
         self.context_window = context_window
         self._counter: TiktokenCounter | None = None  # loaded on first use: the prefetch dispatcher never counts
-        self._policy = policy or RetryPolicy()
-        self._rng = random.Random(f"anthropic-backoff|{seed}")
-        self._limit = AdaptiveLimit(max_concurrency)
+        url = os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self.retrier = Retrier("anthropic", url, policy or RetryPolicy(), seed=seed, max_concurrency=max_concurrency,
+                               hint="; set ANTHROPIC_BASE_URL to a running server, or unset it for the real API")
         self._timeout = timeout_s
         self._client: Any = None
         #: False once the API said this model takes no temperature (newer Claude models).
         self.sends_temperature = True
-        #: Set by the first auth/spend-limit/credit error: later calls fail at once, sending nothing.
-        self._fatal: str | None = None
         self._exact = ExactCounter(name, cache_dir) if exact_tokens else None
 
     @property
@@ -120,46 +131,29 @@ class AnthropicBackend:
         return self._client
 
     async def complete(self, request: Request) -> Completion:
-        last = "no attempt made"
-        for attempt in range(self._policy.attempts):
-            params = build_params(self.model, request, temperature=self.sends_temperature)
-            await self._limit.acquire()
-            if self._fatal is not None:  # an earlier call hit an error no retry can fix: send nothing more
-                await self._limit.release()
-                raise FatalBackendError(self._fatal)
-            rate_limited = False
+        start = time.perf_counter()
+
+        async def attempt() -> Any:
+            nonlocal start
             start = time.perf_counter()
             try:
-                raw = await self._sdk().messages.with_raw_response.create(**params)
-                message = await raw.parse()
+                return await self._send(request)
             except Exception as exc:
-                if self.sends_temperature and "temperature" in str(exc) and "deprecated" in str(exc):
-                    await self._limit.release()
-                    self.sends_temperature = False  # this model takes no sampling parameters
-                    continue
-                kind, retry_after = classify(exc)
-                rate_limited = getattr(exc, "status_code", None) == 429 and kind == "retry"
-                await self._limit.release(rate_limited=rate_limited)
-                if kind == "fatal":
-                    self._fatal = f"anthropic: {describe(exc)} — stopping the run"
-                    raise FatalBackendError(self._fatal) from None
-                if kind == "fail":
-                    raise BackendError(f"anthropic: {describe(exc)}") from None
-                last = describe(exc)
-                if attempt + 1 < self._policy.attempts:
-                    import asyncio
+                if not (self.sends_temperature and "temperature" in str(exc) and "deprecated" in str(exc)):
+                    raise
+            self.sends_temperature = False  # this model takes no sampling parameters: ask again without
+            return await self._send(request)
 
-                    await asyncio.sleep(self._policy.delay(attempt, self._rng, retry_after))
-                continue
-            except BaseException:  # cancelled or interrupted: free the slot, never turn it into a trial error
-                await self._limit.release()
-                raise
-            await self._limit.release()
-            text = "".join(getattr(block, "text", "") for block in message.content)
-            return Completion(text=text, input_tokens=message.usage.input_tokens,
-                              output_tokens=message.usage.output_tokens, latency_s=time.perf_counter() - start,
-                              stop_reason=message.stop_reason)
-        raise BackendError(f"anthropic: gave up after {self._policy.attempts} attempts; last error {last}")
+        message = await self.retrier.run(attempt, verdict)
+        text = "".join(getattr(block, "text", "") for block in message.content)
+        return Completion(text=text, input_tokens=message.usage.input_tokens,
+                          output_tokens=message.usage.output_tokens, latency_s=time.perf_counter() - start,
+                          stop_reason=message.stop_reason)
+
+    async def _send(self, request: Request) -> Any:
+        params = build_params(self.model, request, temperature=self.sends_temperature)
+        raw = await self._sdk().messages.with_raw_response.create(**params)
+        return await raw.parse()
 
     async def aclose(self) -> None:
         if self._client is not None:

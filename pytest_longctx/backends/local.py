@@ -18,9 +18,11 @@ from typing import Any
 import httpx
 
 from pytest_longctx.backends.base import Completion, Request
+from pytest_longctx.backends.http import apost_json, post_json
 from pytest_longctx.backends.local_models import DEFAULT_LOCAL_MODEL, KNOWN_MODELS
 from pytest_longctx.backends.local_server import URL_ENV
-from pytest_longctx.backends.openai_compat import RetryPolicy, apost_json, chat_messages, post_json
+from pytest_longctx.backends.openai_compat import chat_messages
+from pytest_longctx.backends.retry import Retrier, RetryPolicy
 from pytest_longctx.errors import BackendError, UsageError
 
 #: llama.cpp's ``stop_type`` in the stop-reason vocabulary the other backends use.
@@ -41,8 +43,10 @@ class LocalBackend:
         context_window: int | None = None,
         base_url: str | None = None,
         timeout_s: float = 900.0,
-        retry: RetryPolicy | None = None,
+        policy: RetryPolicy | None = None,
         top_logprobs: int = 64,
+        max_concurrency: int = 16,
+        seed: int = 0,
     ) -> None:
         """``base_url`` defaults to ``$PYTEST_LONGCTX_LOCAL_URL`` (set by the plugin's controller)."""
         self.model = model
@@ -50,7 +54,9 @@ class LocalBackend:
         self.context_window = context_window or (known.context_window if known else 4096)
         self._base_url = (base_url or os.environ.get(URL_ENV) or "").rstrip("/") or None
         self._timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self.retry = retry or RetryPolicy(attempts=3, backoff_s=0.5)
+        self.retrier = Retrier(f"local/{model}", self._base_url or "(no server)", policy, seed=seed,
+                               max_concurrency=max_concurrency,
+                               hint="; the plugin starts the server itself unless " + URL_ENV + " names one")
         self.top_logprobs = top_logprobs
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
@@ -111,13 +117,8 @@ class LocalBackend:
         """Tokens of ``text`` under the model's own tokenizer (the server's ``/tokenize``)."""
         if not text:
             return 0
-        data = post_json(
-            self._sync_client(),
-            f"{self.base_url}/tokenize",
-            {"content": text, "add_special": False},
-            policy=self.retry,
-            what=f"local/{self.model} tokenize",
-        )
+        data = post_json(self._sync_client(), f"{self.base_url}/tokenize", {"content": text, "add_special": False},
+                         retrier=self.retrier)
         return len(data.get("tokens") or ())
 
     async def aclose(self) -> None:
@@ -190,13 +191,7 @@ class LocalBackend:
         return self._n_vocab
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await apost_json(
-            self._async_client(),
-            f"{self.base_url}{path}",
-            body,
-            policy=self.retry,
-            what=f"local/{self.model} {path} at {self.base_url}",
-        )
+        return await apost_json(self._async_client(), f"{self.base_url}{path}", body, retrier=self.retrier)
 
     def _async_client(self) -> httpx.AsyncClient:
         """One client per event loop (a pooled connection must not outlive its loop)."""

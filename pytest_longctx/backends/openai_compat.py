@@ -5,7 +5,9 @@ and the key from ``OPENAI_API_KEY`` (optional for local servers; never logged or
 counted by the server's ``/tokenize`` when it has one (llama.cpp, vLLM), else approximated with
 tiktoken's cl100k_base, and :attr:`OpenAIBackend.tokenizer` says which.
 
-This module also holds the small retry loop shared with :mod:`pytest_longctx.backends.local`.
+Requests go through the retry loop every backend shares (:mod:`pytest_longctx.backends.retry`): the
+same attempts and backoff as ``anthropic/*``, AIMD on 429, a one-line stop of the run on 401/403 or
+an exhausted quota, and on an endpoint that cannot be reached.
 """
 
 from __future__ import annotations
@@ -13,120 +15,21 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
+from pytest_longctx.backends.http import apost_json, post_json
+from pytest_longctx.backends.retry import Retrier, RetryPolicy
+from pytest_longctx.errors import BackendError, UsageError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
-#: Statuses worth another try: rate limits, overload, gateway trouble.
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+#: Environment variables naming the endpoint and the key.
+URL_VAR, KEY_VAR = "OPENAI_BASE_URL", "OPENAI_API_KEY"
 #: OpenAI's ``finish_reason`` in the stop-reason vocabulary the other backends use.
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use"}
 _APPROXIMATE = " (approximate)"
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """How often and how patiently a request is retried (exponential backoff, Retry-After honoured)."""
-
-    attempts: int = 4
-    backoff_s: float = 1.0
-    max_backoff_s: float = 30.0
-
-    def delay(self, attempt: int, retry_after: str | None = None) -> float:
-        """Seconds to wait before try number ``attempt`` (1-based retries)."""
-        if retry_after:
-            try:
-                return min(self.max_backoff_s, max(0.0, float(retry_after)))
-            except ValueError:
-                pass
-        return float(min(self.max_backoff_s, self.backoff_s * 2.0 ** (attempt - 1)))
-
-
-async def apost_json(
-    client: httpx.AsyncClient,
-    url: str,
-    payload: dict[str, Any],
-    *,
-    policy: RetryPolicy,
-    what: str,
-    headers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """POST JSON and return the JSON object answered, retrying per ``policy``; BackendError after."""
-    last, retry_after = "", None
-    for attempt in range(max(1, policy.attempts)):
-        if attempt:
-            await asyncio.sleep(policy.delay(attempt, retry_after))
-        try:
-            response = await client.post(url, json=payload, headers=headers)
-        except httpx.TransportError as exc:
-            last, retry_after = _describe(exc), None
-            continue
-        data = _check(response, what)
-        if data is not None:
-            return data
-        last, retry_after = f"HTTP {response.status_code}: {_brief(response)}", response.headers.get("retry-after")
-    raise BackendError(f"{what}: failed after {max(1, policy.attempts)} attempts: {last}")
-
-
-def post_json(
-    client: httpx.Client,
-    url: str,
-    payload: dict[str, Any],
-    *,
-    policy: RetryPolicy,
-    what: str,
-    headers: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    """Synchronous :func:`apost_json` (for token counting, which the protocol makes synchronous)."""
-    last, retry_after = "", None
-    for attempt in range(max(1, policy.attempts)):
-        if attempt:
-            time.sleep(policy.delay(attempt, retry_after))
-        try:
-            response = client.post(url, json=payload, headers=headers)
-        except httpx.TransportError as exc:
-            last, retry_after = _describe(exc), None
-            continue
-        data = _check(response, what)
-        if data is not None:
-            return data
-        last, retry_after = f"HTTP {response.status_code}: {_brief(response)}", response.headers.get("retry-after")
-    raise BackendError(f"{what}: failed after {max(1, policy.attempts)} attempts: {last}")
-
-
-def _check(response: httpx.Response, what: str) -> dict[str, Any] | None:
-    """The JSON object of a good response; None if the status is worth a retry; raises otherwise."""
-    code = response.status_code
-    if code in RETRY_STATUSES:
-        return None
-    if code in (401, 403):
-        raise FatalBackendError(f"{what}: HTTP {code}, check OPENAI_API_KEY: {_brief(response)}")
-    if response.is_error:
-        raise BackendError(f"{what}: HTTP {code}: {_brief(response)}")
-    try:
-        data = response.json()
-    except ValueError:
-        raise BackendError(f"{what}: answer is not JSON: {_brief(response)}") from None
-    if not isinstance(data, dict):
-        raise BackendError(f"{what}: answer is not a JSON object: {_brief(response)}")
-    return data
-
-
-def _brief(response: httpx.Response) -> str:
-    try:
-        text = response.text
-    except (httpx.HTTPError, UnicodeDecodeError):
-        return "(unreadable body)"
-    return " ".join(text.split())[:300] or "(empty body)"
-
-
-def _describe(exc: Exception) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def chat_messages(request: Request) -> list[dict[str, str]]:
@@ -186,16 +89,19 @@ class OpenAIBackend:
         api_key: str | None = None,
         tokenize: bool | None = None,
         timeout_s: float = 600.0,
-        retry: RetryPolicy | None = None,
+        policy: RetryPolicy | None = None,
+        max_concurrency: int = 16,
+        seed: int = 0,
     ) -> None:
         """``tokenize``: use the server's ``/tokenize`` (True), tiktoken (False), or probe once (None)."""
         self.model = model
         self.context_window = context_window
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
-        self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
+        self._api_key = api_key if api_key is not None else os.environ.get(KEY_VAR)
         self._tokenize = tokenize
         self._timeout = httpx.Timeout(timeout_s, connect=10.0)
-        self.retry = retry or RetryPolicy()
+        self.retrier = Retrier(f"openai/{model}", self.base_url, policy, seed=seed, max_concurrency=max_concurrency,
+                               hint=f"; set {URL_VAR} to a running OpenAI-compatible server")
         self._client: httpx.AsyncClient | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
         self._sync: httpx.Client | None = None
@@ -209,23 +115,20 @@ class OpenAIBackend:
         return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     @property
+    def _key_hint(self) -> str:
+        return f" (check {KEY_VAR})" if self._api_key else f" ({KEY_VAR} is not set: the server wants a key)"
+
+    @property
     def tokenize_url(self) -> str:
         """The server's ``/tokenize`` (llama.cpp and vLLM serve it beside ``/v1``)."""
         return self.base_url.removesuffix("/v1") + "/tokenize"
 
     async def complete(self, request: Request) -> Completion:
         body = build_chat_body(self.model, request)
-        what = f"openai/{self.model} at {self.base_url}"
         start = time.perf_counter()
-        data = await apost_json(
-            self._async_client(),
-            f"{self.base_url}/chat/completions",
-            body,
-            policy=self.retry,
-            what=what,
-            headers=self._headers,
-        )
-        completion = parse_chat_answer(data, request, what)
+        data = await apost_json(self._async_client(), f"{self.base_url}/chat/completions", body,
+                                retrier=self.retrier, headers=self._headers, key_hint=self._key_hint)
+        completion = parse_chat_answer(data, request, f"openai/{self.model} at {self.base_url}")
         completion.latency_s = time.perf_counter() - start
         return completion
 
@@ -239,14 +142,8 @@ class OpenAIBackend:
 
     def count_tokens(self, text: str) -> int:
         if self._server_tokenizes():
-            data = post_json(
-                self._sync_client(),
-                self.tokenize_url,
-                _tokenize_body(self.model, text),
-                policy=self.retry,
-                what=f"openai/{self.model} tokenize",
-                headers=self._headers,
-            )
+            data = post_json(self._sync_client(), self.tokenize_url, _tokenize_body(self.model, text),
+                             retrier=self.retrier, headers=self._headers, key_hint=self._key_hint)
             return _token_count(data)
         if self._tiktoken is None:
             from pytest_longctx.corpus.tokens import TiktokenCounter
@@ -268,17 +165,12 @@ class OpenAIBackend:
         return bool(self._tokenize)
 
     def _probe_tokenize(self) -> bool:
+        """One try of ``/tokenize``, outside the retry loop: its absence is an answer, not a failure."""
         try:
-            data = post_json(
-                self._sync_client(),
-                self.tokenize_url,
-                _tokenize_body(self.model, "probe"),
-                policy=RetryPolicy(attempts=1),
-                what="tokenize probe",
-                headers=self._headers,
-            )
-            return _token_count(data) > 0
-        except (BackendError, ValueError, TypeError, KeyError):
+            response = self._sync_client().post(self.tokenize_url, json=_tokenize_body(self.model, "probe"),
+                                                headers=self._headers)
+            return response.status_code == 200 and _token_count(response.json()) > 0
+        except (httpx.HTTPError, ValueError, TypeError, KeyError):
             return False
 
     def _async_client(self) -> httpx.AsyncClient:

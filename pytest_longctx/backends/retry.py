@@ -1,17 +1,28 @@
-"""Retry policy and adaptive concurrency shared by the HTTP backends.
+"""The one retry policy of every HTTP backend (anthropic, openai, local) and the loop that applies it.
 
 Backoff is exponential with full jitter, capped, and a server's ``retry-after`` (or
 ``retry-after-ms``) always wins. :class:`AdaptiveLimit` halves the allowed requests in flight on
 each 429 and grows back by one after a run of successes (AIMD), so a run slows down instead of
-hammering a rate-limited API.
+hammering a rate-limited API. :class:`Retrier` is the loop: each backend only says how to send one
+attempt and how to judge a failure (:class:`Verdict`); the loop retries, stops the whole run on
+errors no retry can fix (auth, quota), and on a dead endpoint: when a request used all its attempts
+on connection failures (refused, DNS, reset) and the process has seen at least ``attempts`` of them
+in a row with no answer in between, the endpoint is declared unreachable and every later call fails
+at once without sending.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Mapping
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pytest_longctx.errors import BackendError, FatalBackendError
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -23,6 +34,7 @@ class RetryPolicy:
     cap_s: float = 30.0
 
     def delay(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
+        """Seconds to wait after failed attempt number ``attempt`` (0-based)."""
         if retry_after is not None:
             return min(max(retry_after, 0.0), 120.0)
         return rng.uniform(0, min(self.cap_s, self.base_s * 2**attempt))
@@ -78,3 +90,108 @@ class AdaptiveLimit:
                 self.successes += 1
                 self.current = min(float(self.maximum), self.current + 1.0 / max(1.0, self.current))
             cond.notify_all()
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What one failed attempt means."""
+
+    #: "retry" (transient), "fatal" (stop the run: auth, quota) or "fail" (this request only).
+    kind: str
+    #: One line describing the failure (the server's own message where it gave one).
+    detail: str
+    retry_after: float | None = None
+    rate_limited: bool = False
+    #: The endpoint did not answer at all: connection refused, DNS failure, connection reset.
+    unreachable: bool = False
+
+
+class Retrier:
+    """The retry loop of one backend instance (one per process): attempts, backoff, AIMD, fatal stops.
+
+    Args:
+        what: Prefix of every error message, e.g. ``openai/gpt-x``.
+        url: The endpoint, named when it cannot be reached.
+        policy: Attempts and backoff.
+        seed: Seed of the backoff jitter.
+        max_concurrency: Requests in flight (an :class:`AdaptiveLimit`); None: unlimited.
+        hint: Appended to the dead-endpoint message (e.g. which variable sets the URL).
+    """
+
+    def __init__(self, what: str, url: str, policy: RetryPolicy | None = None, *, seed: int = 0,
+                 max_concurrency: int | None = None, hint: str = "") -> None:
+        self.what = what
+        self.url = url
+        self.policy = policy or RetryPolicy()
+        self.limit = AdaptiveLimit(max_concurrency) if max_concurrency else None
+        self.hint = hint
+        self._rng = random.Random(f"{what}-backoff|{seed}")
+        #: Set by the first error no retry can fix: later calls fail at once, sending nothing.
+        self.fatal: str | None = None
+        #: Connection failures in a row, across this process's requests, with no answer in between.
+        self.unreachable_streak = 0
+
+    async def run(self, attempt: Callable[[], Awaitable[T]], judge: Callable[[Exception], Verdict], *,
+                  sleep: Callable[[float], Awaitable[object]] = asyncio.sleep, limited: bool = True) -> T:
+        """Call ``attempt`` until it returns, retrying failures ``judge`` calls transient."""
+        limit = self.limit if limited else None
+        last: Verdict | None = None
+        for number in range(max(1, self.policy.attempts)):
+            if limit is not None:
+                await limit.acquire()
+            verdict: Verdict | None = None
+            try:
+                if self.fatal is not None:  # an earlier call hit an error no retry can fix: send nothing more
+                    raise FatalBackendError(self.fatal)
+                result = await attempt()
+            except FatalBackendError:
+                raise
+            except Exception as exc:  # judged below; BaseException (cancellation) passes through
+                verdict = judge(exc)
+            finally:
+                if limit is not None:
+                    await limit.release(rate_limited=verdict is not None and verdict.rate_limited)
+            if verdict is None:
+                self.unreachable_streak = 0
+                return result
+            self.unreachable_streak = self.unreachable_streak + 1 if verdict.unreachable else 0
+            if verdict.kind == "fatal":
+                self.fatal = f"{self.what}: {verdict.detail} — stopping the run"
+                raise FatalBackendError(self.fatal)
+            if verdict.kind != "retry":
+                raise BackendError(f"{self.what}: {verdict.detail}")
+            last = verdict
+            if number + 1 < self.policy.attempts:
+                await sleep(self.policy.delay(number, self._rng, verdict.retry_after))
+        assert last is not None
+        if last.unreachable and self.unreachable_streak >= self.policy.attempts and self.fatal is None:
+            self.fatal = (f"{self.what}: cannot reach {self.url}: {self.unreachable_streak} connection failures "
+                          f"in a row, no answer in between (last: {last.detail}){self.hint} — stopping the run")
+        if self.fatal is not None:
+            raise FatalBackendError(self.fatal)
+        raise BackendError(f"{self.what}: gave up after {self.policy.attempts} attempts; last error {last.detail}")
+
+    def run_blocking(self, attempt: Callable[[], T], judge: Callable[[Exception], Verdict]) -> T:
+        """:meth:`run` for a blocking ``attempt`` (token counting): the same loop, sleeping with ``time.sleep``.
+
+        The coroutine never suspends (nothing in it awaits the event loop), so it is driven to its end
+        here even when called from inside a running loop.
+        """
+
+        async def call() -> T:
+            return attempt()
+
+        async def pause(seconds: float) -> None:
+            time.sleep(seconds)
+
+        return _drive(self.run(call, judge, sleep=pause, limited=False))
+
+
+def _drive(coro: Coroutine[Any, Any, T]) -> T:
+    try:
+        coro.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coro.close()
+    raise RuntimeError("a blocking retry loop awaited the event loop")
