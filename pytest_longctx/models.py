@@ -20,6 +20,11 @@ class Profile:
     #: USD per million input / output tokens (0 for free models); used by plan estimates.
     input_price: float = 0.0
     output_price: float = 0.0
+    #: Smaller default cells for slow models (empty: each experiment's own defaults, sized to the window).
+    lrt_lines: tuple[int, ...] = ()
+    lrt_shuffles: tuple[str, ...] = ()
+    docs_depths: tuple[int, ...] = ()
+    docs_fractions: tuple[int, ...] = ()
 
 
 #: provider -> "module:Class" of its backend.
@@ -56,7 +61,8 @@ class ModelSpec:
         if self.provider == "fake":
             return Profile(context_window=200_000, default_samples=40)
         if self.provider == "local":
-            return Profile(context_window=8192, default_samples=1)
+            return Profile(context_window=8192, default_samples=1, lrt_lines=(50, 100),
+                           lrt_shuffles=("none", "full", "block-10"))
         if self.provider == "anthropic":
             family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")
             inp, out = _ANTHROPIC_PRICES[family]

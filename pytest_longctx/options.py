@@ -82,6 +82,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
     OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 (default: the "
               "model profile's sizes, never more than the corpus fills)"),
+    OptionDef("lrt-lines", None, "LRT file sizes in lines, comma-separated, e.g. 500,1000,6500 (default: the model "
+              "profile's sizes; the source protocol: the source's 500..6500 that fit the window)"),
 )
 
 
@@ -120,6 +122,8 @@ class Settings:
     samples_all: bool = False
     #: --longctx-samples (or its ini) was given as a number; otherwise experiments may use their source's count
     samples_given: bool = False
+    #: --longctx-lrt-lines as given (empty: the LRT's defaults for the model and protocol)
+    lrt_lines: tuple[int, ...] = ()
     rootdir: Path = field(default=Path("."))
 
     def to_json(self) -> dict[str, object]:
@@ -148,6 +152,7 @@ class Settings:
             "protocol": self.protocol,
             "context_sizes": list(self.context_sizes),
             "samples_all": self.samples_all,
+            "lrt_lines": list(self.lrt_lines),
         }
 
 
@@ -283,5 +288,6 @@ def resolve(config: pytest.Config) -> Settings:
         context_sizes=context_sizes,
         samples_all=samples_all,
         samples_given=raw["samples"] is not None and not samples_all,
+        lrt_lines=_int_list(by["lrt-lines"], raw["lrt-lines"], 2),
         rootdir=rootdir,
     )

@@ -95,6 +95,9 @@ def finish_run(session: pytest.Session) -> None:
         p = state.dispatcher.progress
         record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
                               "input_tokens": p.input_tokens, "output_tokens": p.output_tokens}
+    from pytest_longctx.reporting.tables import experiment_tables
+
+    record["tables"] = experiment_tables(record["cells"], record["trials"], state.notes)
     record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan:

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import random
 import re
+from pathlib import Path
 
 import pytest
 
-from pytest_longctx.context.lrt import INSTRUCTION, build_file, explain, first_int, shuffled_order
+from pytest_longctx.lrt.conditions import lrt_plan
+from pytest_longctx.lrt.files import INSTRUCTION, build_file, build_source_file, explain, first_int, shuffled_order
+from pytest_longctx.lrt.prompts import lrt_request
+from pytest_longctx.models import parse_model_spec
+from pytest_longctx.options import Settings
 
 LINE = re.compile(r"^line (\d+): REGISTER_CONTENT is <(\d+)>$")
 
@@ -72,3 +77,60 @@ def test_scoring_and_miss_records() -> None:
     assert outside["not_in_file"] is True and outside["miss_line"] is None
     assert explain(f, "no idea")["no_number"] is True
     assert first_int("line 12: <345>") == 12
+
+
+# -- the source protocol (The Little Retrieval Test README) -----------------------------------------
+
+def test_source_file_follows_the_readme() -> None:
+    gaps = set()
+    for seed in range(200):
+        f = build_source_file(10, "none", random.Random(seed))
+        assert parse(f.lines) == list(range(1, 11))
+        assert [ln for ln in f.lines if ln.startswith("[EXECUTE")] == [INSTRUCTION.format(k=f.target)]
+        assert all(1 <= v <= 10_000 for v in f.values.values())
+        gaps.add(f.instruction_at)
+    assert gaps == set(range(0, 11))  # "at a random point in the file": either end included
+    request = lrt_request(build_source_file(5, "full", random.Random(1)))
+    assert request.messages[0].content.startswith("Testing Long Context\n\nline ")
+    assert request.max_tokens == 10 and request.template == "lrt-source@1"
+
+
+def test_source_values_may_repeat_and_misses_name_the_first_holder() -> None:
+    f = next(f for s in range(500) if len(set((f := build_source_file(400, "full", random.Random(s))).values.values()))
+             < 400 and any(list(f.values.values()).count(v) > 1 and ln != f.target for ln, v in f.values.items()))
+    line, value = next((ln, v) for ln, v in f.values.items() if list(f.values.values()).count(v) > 1
+                       and v != f.expected)
+    miss = explain(f, f"<{value}>")
+    holders = [ln for ln in f.order if ln and f.values[ln] == value]
+    assert miss["miss_line"] == holders[0] and miss["miss_lines"] == len(holders) >= 2
+    assert line in holders
+
+
+def test_source_parsing_reads_the_first_digits_without_a_sign() -> None:
+    assert first_int("-42 then 7", source=True) == 42
+    assert first_int("-42 then 7") == -42
+    assert first_int("none", source=True) is None
+
+
+def _settings(**kw: object) -> Settings:
+    base = dict(model=parse_model_spec("anthropic/claude-sonnet-4-5"), seed=0, samples=20, report_dir=Path("r"),
+                thresholds=(), compare=None, cache="on", cache_dir=Path("c"), max_concurrency=1,
+                context_window=200_000, data_dir=None, fr_date="2024-02-12", docs=None,
+                judge=parse_model_spec("anthropic/claude-sonnet-4-5"), plan=False, scoring="generate")
+    base.update(kw)
+    return Settings(**base)  # type: ignore[arg-type]
+
+
+def test_source_plan_is_the_readme_sizes_with_50_trials() -> None:
+    plan = lrt_plan(_settings(protocol="source"))
+    assert plan.lines == [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 6500]
+    assert plan.samples == 50 and plan.shuffles[:2] == ["none", "full"] and plan.note is None
+    assert lrt_plan(_settings(protocol="source", samples_given=True)).samples is None
+
+
+def test_lines_option_chooses_sizes_and_names_those_that_do_not_fit() -> None:
+    plan = lrt_plan(_settings(lrt_lines=(500, 1000, 6500), context_window=32_768))
+    assert plan.lines == [500, 1000] and plan.skipped == [6500]
+    assert plan.note is not None and "6,500 lines not run" in plan.note and "32,768" in plan.note
+    local = lrt_plan(_settings(model=parse_model_spec("local/smollm2-135m"), context_window=8192))
+    assert local.lines == list(parse_model_spec("local/smollm2-135m").profile.lrt_lines)

@@ -1,16 +1,28 @@
-"""Condition axes of the Little Retrieval Test, sized to the model's window."""
+"""Condition axes of the Little Retrieval Test: sizes, shuffle modes and trials per cell for the
+model, the protocol (--longctx-protocol) and --longctx-lrt-lines."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 
-from pytest_longctx.context.lrt_conditions import lrt_lines, lrt_shuffles
-from pytest_longctx.keys import SETTINGS_KEY
+from pytest_longctx.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
+from pytest_longctx.lrt.conditions import lrt_plan
+
+
+class LrtSizeWarning(UserWarning):
+    """LRT sizes left out because their files would not fit the model's window."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    window = metafunc.config.stash[SETTINGS_KEY].context_window
-    if "lines" in metafunc.fixturenames:
-        metafunc.parametrize("lines", lrt_lines(window))
+    if "lines" not in metafunc.fixturenames:
+        return
+    plan = lrt_plan(metafunc.config.stash[SETTINGS_KEY])
+    if plan.note:
+        warnings.warn(LrtSizeWarning(plan.note), stacklevel=1)
+    metafunc.parametrize("lines", plan.lines)
     if "shuffle" in metafunc.fixturenames:
-        metafunc.parametrize("shuffle", lrt_shuffles(window))
+        metafunc.parametrize("shuffle", plan.shuffles)
+    if plan.samples is not None:
+        metafunc.definition.stash[CELL_SAMPLES_KEY] = plan.samples

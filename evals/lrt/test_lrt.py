@@ -1,29 +1,34 @@
 """The Little Retrieval Test: report the register value of line k from a file of numbered lines.
 
-Method: ``lines`` lines ``line i: REGISTER_CONTENT is <v>`` with distinct random values, ordered,
-fully shuffled, or shuffled in blocks of B lines; one ``[EXECUTE THIS]`` instruction naming a random
-line k, inserted at a random place inside the file. The first integer of the answer is compared
-with line k's value; a miss records which line the value came from and how far it is from k.
+Method (The Little Retrieval Test README): a ``Testing Long Context`` header, then ``lines`` lines
+``line i: REGISTER_CONTENT is <v>``, ordered, fully shuffled, or shuffled in blocks of B lines; one
+``[EXECUTE THIS]`` instruction naming a random line k, inserted at a random place. The first integer
+of the answer is compared with line k's value; a miss records which line the value came from and
+how far it is from k. ``--longctx-protocol source`` builds the file as the README does (values
+1..10000, the instruction anywhere, 500..6500 lines, 50 trials a size); see pytest_longctx/lrt/.
 """
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_longctx import Oracle, Request
-from pytest_longctx.context.lrt import build_file, explain
-from pytest_longctx.prompts.templates import LRT
+from pytest_longctx import Oracle
+from pytest_longctx.lrt.files import build_file, build_source_file, explain
+from pytest_longctx.lrt.prompts import lrt_request
 
 pytestmark = pytest.mark.longctx("lrt")
 
 
-async def test_lrt(longctx, lines: int, shuffle: str) -> None:
-    file = build_file(lines, shuffle, longctx.rng)
+async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
+    protocol = getattr(longctx_settings, "protocol", "longctx")
+    build = build_source_file if protocol == "source" else build_file
+    file = build(lines, shuffle, longctx.rng)
     neighbours = tuple(str(file.values[k]) for k in (file.target - 1, file.target + 1) if k in file.values)
-    answer = await longctx.ask(Request.user(LRT.render(file=file.text), max_tokens=16, template=LRT.ref),
-                               oracle=Oracle(str(file.expected), neighbours or ("0",)))
+    request = lrt_request(file)
+    answer = await longctx.ask(request, oracle=Oracle(str(file.expected), neighbours or ("0",)))
     scored = explain(file, answer)
     longctx.record(expected=file.expected, answer=scored["answer_value"], item=f"line-{file.target}",
-                   target_line=file.target, instruction_at=file.instruction_at, tokenizer=longctx.tokenizer,
-                   **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
+                   protocol=protocol, template=request.template, target_line=file.target,
+                   instruction_at=file.instruction_at, context_tokens=longctx.count_tokens(request.messages[0].content),
+                   tokenizer=longctx.tokenizer, **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
     assert scored["correct"], f"line {file.target}: expected {file.expected}, got {scored['answer_value']}"

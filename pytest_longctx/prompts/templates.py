@@ -64,10 +64,8 @@ MCQA_EXAMPLE = Template("mcqa-example", 1, """\
 {scratchpad}<answer>{letter}</answer>
 </example>""")
 
-LRT = Template("lrt-file", 1, "{file}")
-
 ALL: tuple[Template, ...] = (MCQA, MCQA_PLAIN_INSTRUCTIONS, MCQA_SCRATCHPAD_INSTRUCTIONS, MCQA_EXAMPLES,
-                             MCQA_EXAMPLE, LRT)
+                             MCQA_EXAMPLE)
 TEMPLATES: dict[str, Template] = {t.id: t for t in ALL}
 
 

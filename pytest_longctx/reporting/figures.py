@@ -206,9 +206,10 @@ def qa_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
 
 
 def lrt_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
-    size = next((k for k in ("lines", "context_tokens") if any(k in c.get("params", {}) for c in cells)), None)
-    return [accuracy_lines(cells, size, ["shuffle"], f"Accuracy by {size}, per shuffle mode") if size else None,
-            miss_histogram(trials, "Where wrong answers point")]
+    """The LRT package's figures (imported lazily: it builds on this module)."""
+    from pytest_longctx.lrt.report import lrt_figures as build
+
+    return build(cells, trials)
 
 
 def controls_figures(cells: Cells, trials: Trials) -> list[Figure | None]:

@@ -16,6 +16,7 @@ from typing import Any
 from pytest_longctx.reporting.charts import esc, render_figure
 from pytest_longctx.reporting.figures import CONTROLS, figures_for
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
+from pytest_longctx.reporting.tables import table_html
 
 #: Report groups shown first, in this order; other experiments follow alphabetically.
 GROUP_ORDER = ("qa", "controls", "lrt", "docs")
@@ -136,8 +137,9 @@ def group_section(record: Mapping[str, Any], group: str, experiments: list[str])
     cells = [c for c in record.get("cells", []) if c.get("experiment") in experiments]
     trials = [t for t in record.get("trials", []) if t.get("experiment") in experiments]
     figures = "".join(render_figure(f) for f in figures_for(group, cells, trials))
+    tables = "".join(table_html(t) for t in record.get("tables") or [] if t.get("experiment") in experiments)
     parts = [f'<section id="{anchor(group)}"><h2>{esc(GROUP_TITLES.get(group, group))}</h2>'
-             f'<div class="figures">{figures}</div>']
+             f'<div class="figures">{figures}</div>' + (f'<div class="source-tables">{tables}</div>' if tables else "")]
     for exp in experiments:
         exp_cells = [c for c in cells if c.get("experiment") == exp]
         exp_trials = [t for t in trials if t.get("experiment") == exp]
