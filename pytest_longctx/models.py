@@ -25,6 +25,11 @@ class Profile:
     lrt_shuffles: tuple[str, ...] = ()
     docs_depths: tuple[int, ...] = ()
     docs_fractions: tuple[int, ...] = ()
+    #: qa defaults for slow models: sizes, trials per cell, prompt variants ("plain/none"), scoring
+    qa_sizes: tuple[int, ...] = ()
+    qa_samples: int = 0
+    qa_variants: tuple[str, ...] = ()
+    scoring: str = "generate"
 
 
 #: provider -> "module:Class" of its backend.
@@ -61,7 +66,8 @@ class ModelSpec:
         if self.provider == "fake":
             return Profile(context_window=200_000, default_samples=40)
         if self.provider == "local":
-            return Profile(context_window=8192, default_samples=1, lrt_lines=(50, 100),
+            return Profile(context_window=8192, default_samples=1, qa_sizes=(1000,), qa_samples=10,
+                           qa_variants=("plain/none",), scoring="logprob", lrt_lines=(50, 100),
                            lrt_shuffles=("none", "full", "block-10"))
         if self.provider == "anthropic":
             family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")

@@ -76,8 +76,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               "then score; resumable (anthropic only) (default: false)"),
     OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
               "tiktoken (anthropic only; counts are cached) (default: false)"),
-    OptionDef("scoring", "generate", "multiple choice: generate (read the answer letter) or logprob "
-              "(likelihood of each letter; local models) (default: generate)"),
+    OptionDef("scoring", None, "multiple choice: generate (read the answer letter) or logprob "
+              "(likelihood of each letter; local models) (default: logprob for local models, else generate; "
+              "the source protocol always generates)"),
     OptionDef("protocol", "longctx", "experiment protocol: source (each experiment as its published source ran "
               "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
     OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 (default: the "
@@ -224,9 +225,16 @@ def resolve(config: pytest.Config) -> Settings:
     compare = Path(str(raw["compare"])) if raw["compare"] else None
     if compare is not None and not compare.is_file():
         raise UsageError(f"{by['compare'].flag}: {compare} not found; pass an earlier run's longctx.json")
-    scoring = str(raw["scoring"])
+    protocol = str(raw["protocol"])
+    if protocol not in ("source", "longctx"):
+        raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
+    scoring = str(raw["scoring"]) if raw["scoring"] is not None else (
+        model.profile.scoring if protocol == "longctx" else "generate")
     if scoring not in ("generate", "logprob"):
         raise UsageError(f"{by['scoring'].flag}: expected generate or logprob, got {scoring!r}")
+    if scoring == "logprob" and protocol == "source":
+        raise UsageError(f"{by['scoring'].flag}: logprob is not the source protocol's scoring; drop it or use "
+                         f"--longctx-protocol longctx")
     docs = Path(str(raw["docs"])) if raw["docs"] else None
     if docs is not None and not docs.is_absolute():
         docs = rootdir / docs
@@ -253,9 +261,6 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{flag}: only anthropic/* models support it, not {model.spec}")
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
-    protocol = str(raw["protocol"])
-    if protocol not in ("source", "longctx"):
-        raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
     context_sizes = _int_list(by["context-sizes"], raw["context-sizes"], 256)
     report_dir = Path(str(raw["report-dir"]))
     cache_dir = Path(str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache")))

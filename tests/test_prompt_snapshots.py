@@ -14,18 +14,38 @@ from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.lrt.files import build_file, build_source_file
 from pytest_longctx.lrt.prompts import lrt_request
+from pytest_longctx.qa import source
 from pytest_longctx.qa.experiment import QaData
 from pytest_longctx.qa.mcqa import EXAMPLES, PROMPTS, build_request, example_count, shuffle_options
 from pytest_longctx.qa.questions import load_questions
 from tests.corpus_data import QUESTIONS, ROOT
 
 
-@pytest.fixture(scope="module")
-def qa(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
+def _load(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path, protocol: str) -> QaData:
     counter = TiktokenCounter()
     tmp = tmp_path_factory.mktemp("qa")
     issue = load_issue(fr_xml, "2024-02-12", counter, tmp)
-    return QaData.load(issue, load_questions(QUESTIONS), counter.count, counter.name, tmp, 0, "fake/perfect")
+    return QaData.load(issue, load_questions(QUESTIONS), counter.count, counter.name, tmp, 0, "fake/perfect",
+                       protocol=protocol)
+
+
+@pytest.fixture(scope="module")
+def qa(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
+    return _load(tmp_path_factory, fr_xml, "longctx")
+
+
+@pytest.fixture(scope="module")
+def qa_source(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
+    return _load(tmp_path_factory, fr_xml, "source")
+
+
+def _shots(qa: QaData, collage, question, examples: str, rng: random.Random) -> list:
+    if examples.startswith("context"):
+        return qa.context_examples(collage, question, example_count(examples), rng)
+    if examples.startswith("general"):
+        general = load_questions(ROOT / "fixtures" / "qa" / "general_examples.jsonl")
+        return [shuffle_options(q, rng) for q in general]
+    return []
 
 
 @pytest.mark.parametrize("examples", EXAMPLES)
@@ -33,15 +53,28 @@ def qa(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
 def test_mcqa_prompt(snapshot, qa: QaData, prompt: str, examples: str) -> None:
     question = qa.question(0, 1500)
     collage = qa.collage(question, 1500, "middle", random.Random(0))
-    rng = random.Random(1)
-    if examples.startswith("context"):
-        shots = qa.context_examples(collage, question, example_count(examples), rng)
-    elif examples.startswith("unrelated"):
-        unrelated = load_questions(ROOT / "fixtures" / "qa" / "unrelated_examples.jsonl")
-        shots = [shuffle_options(q, rng) for q in unrelated]
-    else:
-        shots = []
+    shots = _shots(qa, collage, question, examples, random.Random(1))
     request = build_request(qa.render(collage), shuffle_options(question, random.Random(2)), prompt, shots)
+    assert request.to_json() == snapshot
+
+
+@pytest.mark.parametrize("examples", EXAMPLES)
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_source_qa_prompt(snapshot, qa_source: QaData, prompt: str, examples: str) -> None:
+    """Every prompt variant of the study (--longctx-protocol source), on a small collage of raw chunks."""
+    question = qa_source.question(0, 1500)
+    collage = qa_source.collage(question, 1500, "middle", random.Random(0))
+    shots = _shots(qa_source, collage, question, examples, random.Random(1))
+    request = source.build_request(qa_source.render(collage), shuffle_options(question, random.Random(2)), prompt,
+                                   examples, shots)
+    assert request.to_json() == snapshot
+
+
+def test_source_baseline_prompt(snapshot, qa_source: QaData) -> None:
+    """The study's right-section baseline (and wrong-section control) prompt: one raw chunk, prefilled answer."""
+    question = qa_source.question(0, 1500)
+    text = qa_source.pieces[question.section_id].text
+    request = source.build_request(text, shuffle_options(question, random.Random(2)), "plain", "none")
     assert request.to_json() == snapshot
 
 

@@ -7,36 +7,76 @@ from pathlib import Path
 import pytest
 
 from pytest_longctx.client import ModelClient
-from pytest_longctx.corpus.federal_register import load_issue, locate
-from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.keys import SETTINGS_KEY
+from pytest_longctx.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
 from pytest_longctx.options import Settings
-from pytest_longctx.qa.conditions import qa_sizes
+from pytest_longctx.qa.cells import QaPlan, get_plan, load_issues, question_file
 from pytest_longctx.qa.experiment import QaData
 from pytest_longctx.qa.questions import load_questions
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
+def _plan(config: pytest.Config) -> QaPlan:
+    return get_plan(config, config.stash[SETTINGS_KEY], FIXTURES)
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("longctx") is None:
+        return
+    plan = _plan(metafunc.config)
+    name = metafunc.definition.name
     if "context_tokens" in metafunc.fixturenames:
-        window = metafunc.config.stash[SETTINGS_KEY].context_window
-        sizes = qa_sizes(window, depth=metafunc.definition.name.endswith("depth"))
+        sizes = plan.depth_sizes if name.endswith("depth") else plan.sizes
         metafunc.parametrize("context_tokens", sizes, ids=[f"{s}tok" for s in sizes])
+    if "prompt" in metafunc.fixturenames:
+        metafunc.parametrize("prompt", plan.prompts)
+    if "examples" in metafunc.fixturenames:
+        metafunc.parametrize("examples", plan.examples)
+    if "depth" in metafunc.fixturenames:
+        metafunc.parametrize("depth", plan.depths)
+    n = plan.qa_samples if name.startswith("test_qa") else plan.control_samples
+    if plan.blocked and name.startswith("test_qa"):
+        n = 1  # one skipped item per cell, whose reason says what to run first
+    if n is not None:
+        metafunc.definition.stash[CELL_SAMPLES_KEY] = n
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Drop the depth sweep where the plan has none; mark qa cells that wait for a complete baseline."""
+    here = Path(__file__).parent
+    mine = [i for i in items if Path(str(i.path)).parent == here and i.get_closest_marker("longctx")]
+    if not mine:
+        return
+    plan = _plan(config)
+    if not plan.depths:
+        drop = [i for i in mine if getattr(i, "originalname", "") == "test_qa_depth"]
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = [i for i in items if i not in drop]
+    if plan.blocked:
+        for item in items:
+            if item in mine and getattr(item, "originalname", "").startswith("test_qa"):
+                item.add_marker(pytest.mark.skip(reason=plan.blocked))
+
+
+@pytest.fixture(scope="session")
+def qa_plan(pytestconfig: pytest.Config) -> QaPlan:
+    """Sizes, trials per cell and variants of this run (decided at collection)."""
+    return _plan(pytestconfig)
 
 
 @pytest.fixture(scope="session")
 def qa(longctx_settings: Settings, longctx_client: ModelClient) -> QaData:
     """The issue's sections (sized with the model's tokenizer), the question set and the question pool."""
     s = longctx_settings
-    corpora = s.cache_dir / "corpora"
-    path = locate(s.fr_date, path=None, data_dir=s.data_dir, cache_dir=corpora)  # one-line UsageError if absent
-    issue = load_issue(path, s.fr_date, TiktokenCounter(), corpora)
-    questions = load_questions(FIXTURES / "questions" / f"FR-{s.fr_date}.jsonl")
+    issue, *extra = load_issues(s)
+    questions = load_questions(question_file(FIXTURES, s))
     backend = longctx_client.backend
-    return QaData.load(issue, questions, backend.count_tokens, backend.tokenizer, s.cache_dir, s.seed, s.model.spec)
+    return QaData.load(issue, questions, backend.count_tokens, backend.tokenizer, s.cache_dir, s.seed, s.model.spec,
+                       protocol=s.protocol, extra=extra)
 
 
 @pytest.fixture(scope="session")
-def unrelated_examples() -> list:
-    return load_questions(FIXTURES / "qa" / "unrelated_examples.jsonl")
+def general_examples() -> list:
+    """The two general-knowledge examples of the ``general-2`` variant (the study's own two)."""
+    return load_questions(FIXTURES / "qa" / "general_examples.jsonl")

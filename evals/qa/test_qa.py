@@ -1,58 +1,65 @@
 """Long-context multiple-choice QA over a Federal Register issue (after Anthropic's long-context study).
 
 Method: for every trial, one question (the same questions in every cell, so cells are paired);
-its section placed in a randomized collage of other sections filling ``context_tokens``; the
-relevant section appears once, at a token depth; options shuffled A-D. Eight prompt variants:
-plain or scratchpad × no examples, 2 unrelated examples, or 2 / 5 examples about other sections
-in the same context. Questions the model missed with only the right section (its stored
-qa-baseline) are excluded.
+its section placed in a randomized collage of other sections filling ``context_tokens`` (the context
+holds that many tokens, within 2% or 250, never more); the relevant section appears once; options
+shuffled A-D. Eight prompt variants: plain or scratchpad × no examples, the two general-knowledge
+examples, or 2 / 5 examples about other sections in the same context. Questions the model missed with
+only the right section (its stored qa-baseline) are excluded. ``--longctx-protocol source`` sends the
+study's own prompts and places the section as the study did (chunk index 20 for "middle").
 """
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from pytest_longctx.qa.flow import ask_mc
-from pytest_longctx.qa.mcqa import EXAMPLES, PROMPTS, example_count, shuffle_options
+from pytest_longctx.qa.mcqa import example_count, shuffle_options
 
 pytestmark = pytest.mark.longctx("qa")
 
 
-def collage_rng(longctx, context_tokens, where) -> random.Random:
+def collage_seed(longctx, context_tokens, where) -> str:
     """Shared by all prompt variants of a cell position, so variants are compared on the same context."""
-    return random.Random(f"{longctx.run_seed}|qa-collage|{context_tokens}|{where}|{longctx.sample}")
+    return f"{longctx.run_seed}|qa-collage|{context_tokens}|{where}|{longctx.sample}"
 
 
-async def run_trial(longctx, qa, unrelated_examples, context_tokens, where, prompt="plain", examples="none",
-                    scoring="generate"):
-    question = qa.question(longctx.sample, context_tokens)
-    collage = qa.collage(question, context_tokens, where, collage_rng(longctx, context_tokens, where))
+async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_tokens, where, prompt="plain",
+                    examples="none"):
+    if settings.samples_all:
+        question = qa.question_at(longctx.sample)
+        if question is None:
+            pytest.skip("no eligible question left for this sample")
+        if qa.pieces[question.section_id].tokens > context_tokens:
+            pytest.skip(f"section of {question.id} is longer than {context_tokens} tokens")
+    else:
+        question = qa.question(longctx.sample, context_tokens)
+    built = qa.build(question, context_tokens, where, collage_seed(longctx, context_tokens, where))
+    collage = built.collage
     if examples.startswith("context"):
         shots = qa.context_examples(collage, question, example_count(examples), longctx.rng)
-    elif examples.startswith("unrelated"):
-        shots = [shuffle_options(q, longctx.rng) for q in unrelated_examples[: example_count(examples)]]
+    elif examples.startswith("general"):
+        shots = [shuffle_options(q, longctx.rng) for q in general_examples[: example_count(examples)]]
     else:
         shots = []
-    given, expected = await ask_mc(longctx, question, qa.render(collage), prompt=prompt, examples=shots,
-                                   scoring=scoring, detail={
+    given, expected = await ask_mc(longctx, question, built.text, prompt=prompt, examples=shots,
+                                   scoring=settings.scoring, protocol=settings.protocol, variant=examples, detail={
         "depth_requested": where, "depth_achieved": round(collage.depth, 2), "gold_offset": collage.gold_offset,
-        "context_tokens_actual": collage.tokens, "sections": len(collage.pieces), "gold_index": collage.gold_index,
-        "baseline_excluded": qa.excluded, "fixtures": {"questions": qa.fixture_sha},
+        "context_tokens_label": context_tokens, "context_tokens_actual": built.tokens,
+        "sections": len(collage.pieces), "gold_index": collage.gold_index,
+        "distractor_issues": len({p.id.split(":")[0] for p in collage.pieces if ":" in p.id}),
+        "baseline_excluded": qa.excluded, "baseline_file": qa.baseline_file,
+        "size_note": qa_plan.size_note, "fixtures": {"questions": qa.fixture_sha},
     })
     assert given == expected, f"answered {given or 'nothing readable'}, expected {expected}"
 
 
-@pytest.mark.parametrize("examples", EXAMPLES)
-@pytest.mark.parametrize("prompt", PROMPTS)
 @pytest.mark.parametrize("position", ["beginning", "middle", "end"])
-async def test_qa_position(longctx, longctx_settings, qa, unrelated_examples, context_tokens, position, prompt,
-                           examples):
-    await run_trial(longctx, qa, unrelated_examples, context_tokens, position, prompt, examples,
-                    longctx_settings.scoring)
+async def test_qa_position(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, position,
+                           prompt, examples):
+    await run_trial(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, position, prompt,
+                    examples)
 
 
-@pytest.mark.parametrize("depth", [0, 25, 50, 75, 100])
-async def test_qa_depth(longctx, longctx_settings, qa, unrelated_examples, context_tokens, depth):
-    await run_trial(longctx, qa, unrelated_examples, context_tokens, depth, scoring=longctx_settings.scoring)
+async def test_qa_depth(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, depth):
+    await run_trial(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, depth)

@@ -40,15 +40,16 @@ Here are some documents from the Federal Register:
 {options}
 </options>""")
 
-MCQA_PLAIN_INSTRUCTIONS = Template("mcqa-plain", 1, """\
-Answer the multiple-choice question below using the documents. Reply with the letter of the \
-correct option inside <answer></answer> tags, e.g. <answer>C</answer>, and nothing else.""")
+# No instruction names an example letter: "e.g. <answer>C</answer>" (version 1) biased small models towards C.
+MCQA_PLAIN_INSTRUCTIONS = Template("mcqa-plain", 2, """\
+Answer the multiple-choice question below using the documents. Reply with the letter (A, B, C or D) \
+of the correct option inside <answer></answer> tags, and nothing else.""")
 
-MCQA_SCRATCHPAD_INSTRUCTIONS = Template("mcqa-scratchpad", 1, """\
+MCQA_SCRATCHPAD_INSTRUCTIONS = Template("mcqa-scratchpad", 2, """\
 Answer the multiple-choice question below using the documents. First, find the 2-3 quotes from \
 the documents that are most relevant to the question and copy them word for word inside \
-<scratchpad></scratchpad> tags. Then reply with the letter of the correct option inside \
-<answer></answer> tags, e.g. <answer>C</answer>.""")
+<scratchpad></scratchpad> tags. Then reply with the letter (A, B, C or D) of the correct option \
+inside <answer></answer> tags.""")
 
 MCQA_EXAMPLES = Template("mcqa-examples", 1, """
 Here are example questions with their correct answers:

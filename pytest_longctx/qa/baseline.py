@@ -1,8 +1,9 @@
 """Right-section baseline results per model, kept across runs, used to filter long-context cells.
 
 The ``qa-baseline`` experiment asks each question with only its own section. Its per-question
-outcomes are merged into ``<cache-dir>/baseline/<provider>__<model>.json`` at the end of a run;
-later runs exclude questions this model missed there from the ``qa`` cells.
+outcomes are merged into ``<cache-dir>/baseline/<provider>__<model>.json`` (``..__source.json`` under the
+source protocol, whose baseline prompt differs) at the end of a run; later runs exclude questions this
+model missed there from the ``qa`` cells.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from pytest_longctx.fsutil import atomic_write_text
 EXPERIMENT = "qa-baseline"
 
 
-def baseline_path(cache_dir: Path, model_spec: str) -> Path:
-    return cache_dir / "baseline" / (model_spec.replace("/", "__").replace(":", "_") + ".json")
+def baseline_path(cache_dir: Path, model_spec: str, protocol: str = "longctx") -> Path:
+    suffix = "" if protocol == "longctx" else f"__{protocol}"
+    return cache_dir / "baseline" / (model_spec.replace("/", "__").replace(":", "_") + suffix + ".json")
 
 
-def load(cache_dir: Path, model_spec: str) -> dict[str, bool]:
+def load(cache_dir: Path, model_spec: str, protocol: str = "longctx") -> dict[str, bool]:
     """Question id → answered correctly with the right section (empty when never run)."""
-    path = baseline_path(cache_dir, model_spec)
+    path = baseline_path(cache_dir, model_spec, protocol)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -39,7 +41,8 @@ def update_from_record(record: dict[str, Any], cache_dir: Path) -> Path | None:
     if not found:
         return None
     model = record["settings"]["model"]
-    merged = {**load(cache_dir, model), **found}
-    path = baseline_path(cache_dir, model)
+    protocol = str(record["settings"].get("protocol", "longctx"))
+    merged = {**load(cache_dir, model, protocol), **found}
+    path = baseline_path(cache_dir, model, protocol)
     atomic_write_text(path, json.dumps({"model": model, "questions": dict(sorted(merged.items()))}, indent=1))
     return path

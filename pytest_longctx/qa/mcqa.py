@@ -12,7 +12,11 @@ from pytest_longctx.qa.questions import Question
 from pytest_longctx.scoring import LETTERS
 
 PROMPTS = ("plain", "scratchpad")
-EXAMPLES = ("none", "unrelated-2", "context-2", "context-5")
+#: ``general-2``: two general-knowledge questions (the study's first president and boiling point of water);
+#: ``context-N``: N questions about other sections present in the same context.
+EXAMPLES = ("none", "general-2", "context-2", "context-5")
+#: ``section_id`` of the general-knowledge examples (``fixtures/qa/general_examples.jsonl``).
+GENERAL = "general"
 MAX_TOKENS = {"plain": 32, "scratchpad": 300}
 #: Generation ends at the closing answer tag (an unclosed ``<answer>B`` still reads as B).
 STOP = ("</answer>",)
@@ -26,8 +30,11 @@ class Shuffled:
     options: tuple[str, ...]
     letter: str
 
+    def letters(self) -> tuple[str, ...]:
+        return tuple(LETTERS[: len(self.options)])
+
     def wrong_letters(self) -> tuple[str, ...]:
-        return tuple(x for x in LETTERS[: len(self.options)] if x != self.letter)
+        return tuple(x for x in self.letters() if x != self.letter)
 
 
 def shuffle_options(question: Question, rng: random.Random) -> Shuffled:
@@ -46,7 +53,10 @@ def example_count(examples: str) -> int:
 
 
 def render_example(item: Shuffled, scratchpad: bool) -> str:
-    pad = f"<scratchpad>\n\"{item.question.evidence.strip()}\"\n</scratchpad>\n" if scratchpad else ""
+    """One worked example; under the scratchpad prompt a context example shows its quote (which is in the
+    documents), a general-knowledge example shows none (no document holds one)."""
+    quote = scratchpad and item.question.section_id != GENERAL
+    pad = f"<scratchpad>\n\"{item.question.evidence.strip()}\"\n</scratchpad>\n" if quote else ""
     return T.MCQA_EXAMPLE.render(question=item.question.question, options=format_options(item.options),
                                  scratchpad=pad, letter=item.letter)
 
