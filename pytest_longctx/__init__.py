@@ -5,6 +5,7 @@ from __future__ import annotations
 __version__ = "0.1.0"
 
 __all__ = [
+    "GATE_ERROR_EXIT_CODE",
     "GATE_EXIT_CODE",
     "Oracle",
     "Request",
@@ -14,5 +15,5 @@ __all__ = [
 
 from pytest_longctx.backends.base import Request
 from pytest_longctx.backends.fake import Oracle
-from pytest_longctx.gating import GATE_EXIT_CODE
+from pytest_longctx.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE
 from pytest_longctx.trial import Trial

@@ -2,28 +2,14 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from pytest_longctx.aggregate import trial_key
-from pytest_longctx.errors import UsageError
+from pytest_longctx.schema import SCHEMA, load_record
 from pytest_longctx.stats import mcnemar_exact
 
-SCHEMA = "pytest-longctx/run"
-
-
-def load_record(path: Path) -> dict[str, Any]:
-    """Read a run record; anything else is a one-line UsageError naming the file."""
-    try:
-        record = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"{path}: cannot read run record ({exc}); "
-                         "pass a longctx.json written by pytest-longctx") from None
-    if not isinstance(record, dict) or record.get("schema") != SCHEMA:
-        raise UsageError(f"{path}: not a pytest-longctx run record (schema {SCHEMA!r} expected)")
-    return record
+__all__ = ["SCHEMA", "baselines_by_key", "compare", "load_record"]
 
 
 def compare(cells: list[dict[str, Any]], trials: list[dict[str, Any]], baseline: Mapping[str, Any],
@@ -39,8 +25,8 @@ def compare(cells: list[dict[str, Any]], trials: list[dict[str, Any]], baseline:
     flagged = 0
     for cell in cells:
         base = base_cells.get(cell["key"])
-        if base is None:
-            continue
+        if base is None or not base["n"]:
+            continue  # no baseline cell, or one without scored trials (its accuracy is no number to compare)
         regressed = improved = paired = 0
         for trial in trials:
             if trial["experiment"] != cell["experiment"] or trial["params"] != cell["params"]:
@@ -74,4 +60,5 @@ def compare(cells: list[dict[str, Any]], trials: list[dict[str, Any]], baseline:
 
 
 def baselines_by_key(baseline: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    """The compared run's cells by key (empty without a compared run)."""
     return {c["key"]: c for c in baseline.get("cells", [])} if baseline else {}

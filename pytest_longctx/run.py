@@ -12,14 +12,12 @@ from typing import Any
 import pytest
 
 from pytest_longctx import __version__
-from pytest_longctx.compare import baselines_by_key, compare, load_record
+from pytest_longctx.compare import baselines_by_key, compare
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gating import evaluate
+from pytest_longctx.gating import evaluate, gate_error
 from pytest_longctx.keys import RUN_KEY, SETTINGS_KEY
 from pytest_longctx.options import Settings
-
-SCHEMA = "pytest-longctx/run"
-SCHEMA_VERSION = 1
+from pytest_longctx.schema import SCHEMA, SCHEMA_VERSION, load_record
 
 
 def git_commit(root: Path) -> str | None:
@@ -66,31 +64,27 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int) 
 
 
 def finish_run(session: pytest.Session) -> None:
-    """Compute everything once; never raise (a reporting problem must not lose results)."""
+    """Compute everything once and write it; never raises (a reporting problem must not lose results)."""
+    try:
+        _finish(session)
+    except Exception as exc:  # the last line of defence: a bug here must not lose the trials
+        _rescue(session, exc)
+
+
+def _finish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash[RUN_KEY]
     settings = config.stash[SETTINGS_KEY]
     from pytest_longctx.keys import SHARED_KEY
 
     record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers)
-    baseline = None
-    if settings.compare is not None:
-        try:
-            baseline = load_record(settings.compare)
-        except UsageError as exc:
-            record["compare_error"] = str(exc)
-    if baseline is not None:
-        alphas = [t.alpha for t in settings.thresholds if t.alpha is not None]
-        record["comparison"] = compare(record["cells"], record["trials"], baseline, min(alphas) if alphas else 0.05)
-    else:
-        record["comparison"] = None
-    record["gate"] = evaluate(record["cells"], settings.thresholds, baselines_by_key(baseline))
+    record["comparison"], record["gate"] = _compare_and_gate(record, settings, state)
     if settings.plan:
         from pytest_longctx.plan import summarize_plan
 
-        record["plan"] = summarize_plan(state.plan, settings)
+        _guarded(state, "the plan summary", lambda: record.__setitem__("plan", summarize_plan(state.plan, settings)))
     if state.batch is not None:
-        record["batch"] = state.batch.to_json()
+        _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
     if state.dispatcher is not None:
         p = state.dispatcher.progress
         record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
@@ -101,21 +95,91 @@ def finish_run(session: pytest.Session) -> None:
     record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan:
-        return
+        return  # no longctx trial ran (e.g. only ordinary tests were selected): nothing to gate or write
+    gate = record["gate"]
+    if gate["status"] in ("fail", "error") and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = gate["exit_code"]
     from pytest_longctx.qa.baseline import update_from_record
 
     try:
         stored = update_from_record(record, settings.cache_dir)
-    except OSError as exc:
+    except Exception as exc:  # a side result; the run record matters more
         stored = None
         state.written.append(f"could not store the qa-baseline results: {exc}")
     if stored is not None:
         record["settings"]["qa_baseline_file"] = str(stored)
-    from pytest_longctx.reporting.writer import write_reports
+    _write(record, settings, state)
+
+
+def _guarded(state: Any, what: str, action: Any) -> None:
+    """Run one optional step of the finish; a failure becomes a note instead of losing the record."""
+    try:
+        action()
+    except Exception as exc:  # see the docstring
+        state.notes.append(f"could not compute {what}: {type(exc).__name__}: {exc}")
+
+
+def _compare_and_gate(record: dict[str, Any], settings: Settings,
+                      state: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The comparison (with --longctx-compare) and the gate; whatever fails is a gate error, never a pass."""
+    baseline = getattr(state, "baseline", None)
+    compared_with = str(settings.compare) if settings.compare is not None else None
+    if settings.plan:
+        if settings.thresholds:
+            state.notes.append("plan mode: nothing was answered, so the gate was not evaluated")
+        return None, evaluate(record["cells"], (), None)
+    try:
+        if settings.compare is not None and baseline is None:
+            baseline = load_record(settings.compare)  # normally read at start-up (plugin.pytest_configure)
+        comparison = None
+        if baseline is not None:
+            alphas = [t.alpha for t in settings.thresholds if t.alpha is not None]
+            comparison = compare(record["cells"], record["trials"], baseline, min(alphas) if alphas else 0.05)
+    except Exception as exc:  # a comparison that could not be made fails the gate
+        record["compare_error"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        return None, gate_error(f"comparison with {compared_with} failed: {record['compare_error']}",
+                                settings.thresholds)
+    try:
+        gate = evaluate(record["cells"], settings.thresholds, baselines_by_key(baseline), compared_with=compared_with)
+    except Exception as exc:  # a gate that could not run fails closed
+        gate = gate_error(f"the gate could not be evaluated: {type(exc).__name__}: {exc}", settings.thresholds)
+    return comparison, gate
+
+
+def _write(record: dict[str, Any], settings: Settings, state: Any) -> None:
+    """Write the record and report to the report dir or, if that fails, to a fallback folder the summary names."""
+    from pytest_longctx.reporting.writer import fallback_dir, write_reports
 
     try:
         state.written += write_reports(record, settings.report_dir)
-    except OSError as exc:
-        state.written.append(f"could not write reports to {settings.report_dir}: {exc}")
-    if record["gate"]["status"] == "fail" and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = record["gate"]["exit_code"]
+        return
+    except Exception as exc:  # whatever went wrong, the record goes somewhere
+        reason = f"{type(exc).__name__}: {exc}"
+    try:
+        target = fallback_dir(settings.cache_dir)
+        record["report_fallback"] = {"report_dir": str(settings.report_dir), "reason": reason}
+        state.written += write_reports(record, target)
+        state.notes.append(f"could not write reports to {settings.report_dir} ({reason}); "
+                           f"wrote them to {target} instead")
+    except Exception as exc:  # nothing left to try but saying so
+        state.notes.append(f"could not write reports to {settings.report_dir} ({reason}) "
+                           f"nor to a fallback folder ({type(exc).__name__}: {exc})")
+
+
+def _rescue(session: pytest.Session, exc: Exception) -> None:
+    """A bug while finishing: keep the trials in a fallback record, say where, exit 3 (internal error)."""
+    state = session.config.stash[RUN_KEY]
+    settings = session.config.stash[SETTINGS_KEY]
+    reason = f"{type(exc).__name__}: {exc}"
+    record = {"schema": SCHEMA, "version": SCHEMA_VERSION, "settings": settings.to_json(), "cells": [],
+              "trials": state.aggregator.trials, "finish_error": reason}
+    try:
+        from pytest_longctx.reporting.writer import fallback_dir, write_record
+
+        target = fallback_dir(settings.cache_dir)
+        state.notes.append(f"internal error while finishing the run ({reason}); trials saved to "
+                           f"{write_record(record, target)}")
+    except Exception as again:  # nothing left to try but saying so
+        state.notes.append(f"internal error while finishing the run ({reason}); trials not saved: {again}")
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR

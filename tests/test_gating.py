@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gating import GATE_EXIT_CODE, Threshold, cell_verdict, check_cell, evaluate, parse_threshold
+from pytest_longctx.gating import (
+    GATE_ERROR_EXIT_CODE,
+    GATE_EXIT_CODE,
+    Threshold,
+    cell_verdict,
+    check_cell,
+    evaluate,
+    parse_threshold,
+)
 
 
 def _cell(accuracy: float, n: int = 20, experiment: str = "lrt", compare: dict[str, Any] | None = None,
@@ -126,8 +134,10 @@ def test_max_drop_with_sig() -> None:
     assert "McNemar p=0.2" in drop["detail"]
     assert check_cell(t, _cell(0.88, compare=significant), base)["verdict"] == "pass"  # within the allowed drop
     unpaired = check_cell(t, _cell(0.5, compare={"p_value": None}), base)
-    assert unpaired["verdict"] == "too-few"
-    assert check_cell(t, _cell(0.5), base)["verdict"] == "too-few"
+    assert unpaired["verdict"] == "error"  # a drop over the limit whose significance cannot be tested: fail closed
+    assert "no paired trials" in unpaired["detail"]
+    assert check_cell(t, _cell(0.5), base)["verdict"] == "error"
+    assert check_cell(t, _cell(0.88), base)["verdict"] == "pass"  # within the limit: no test needed
     strict = parse_threshold("*:max-drop=0.05/sig=0.001")
     assert check_cell(strict, _cell(0.5, compare=significant), base)["verdict"] == "pass"
 
@@ -136,8 +146,8 @@ def test_evaluate_gate() -> None:
     cells = [_cell(0.9, shuffle="none"), _cell(0.4, shuffle="block-4"), _cell(0.2, experiment="qa", n=3)]
     thresholds = (parse_threshold("experiment=lrt:0.5"), parse_threshold("*:0.1@n=5"))
     gate = evaluate(cells, thresholds, {})
-    assert gate == {"status": "fail", "counts": {"pass": 3, "fail": 1, "too-few": 1, "no-baseline": 0},
-                    "thresholds": ["experiment=lrt:0.5", "*:0.1@n=5"], "exit_code": GATE_EXIT_CODE}
+    assert gate == {"status": "fail", "counts": {"pass": 3, "fail": 1, "too-few": 1, "no-baseline": 0, "error": 0},
+                    "errors": [], "thresholds": ["experiment=lrt:0.5", "*:0.1@n=5"], "exit_code": GATE_EXIT_CODE}
     assert [c["verdict"] for c in cells[0]["checks"]] == ["pass", "pass"]
     assert [c["verdict"] for c in cells[1]["checks"]] == ["fail", "pass"]
     assert [c["verdict"] for c in cells[2]["checks"]] == ["too-few"]
@@ -146,7 +156,12 @@ def test_evaluate_gate() -> None:
     passed = evaluate([_cell(0.9)], (parse_threshold("*:0.5"),), {})
     assert (passed["status"], passed["exit_code"]) == ("pass", 0)
     too_few_only = evaluate([_cell(0.9, n=2)], (parse_threshold("*:0.5@n=3"),), {})
-    assert (too_few_only["status"], too_few_only["exit_code"]) == ("pass", 0)  # too-few never fails the gate
+    # a threshold that checked no cell at all is an error: too-few alone never passes the gate
+    assert (too_few_only["status"], too_few_only["exit_code"]) == ("error", GATE_ERROR_EXIT_CODE)
+    assert too_few_only["errors"] == ["threshold '*:0.5@n=3' checked no cell: each of its 1 cells has too few "
+                                      "scored trials or no baseline (@n=3)"]
+    some_too_few = evaluate([_cell(0.9, n=2), _cell(0.9, n=5, shuffle="none")], (parse_threshold("*:0.5@n=3"),), {})
+    assert (some_too_few["status"], some_too_few["counts"]["too-few"]) == ("pass", 1)  # too-few itself never fails
     none = evaluate([_cell(0.1)], (), {})
     assert (none["status"], none["exit_code"]) == ("none", 0)
     assert cell_verdict({"checks": []}) == "" == cell_verdict({})
@@ -157,14 +172,19 @@ def test_evaluate_uses_baselines_by_key() -> None:
     gate = evaluate([cell], (parse_threshold("*:max-drop=0.1"),), {cell["key"]: _cell(0.9)})
     assert gate["counts"]["fail"] == 1
     gate = evaluate([_cell(0.5)], (parse_threshold("*:max-drop=0.1"),), {"other": _cell(0.9)})
-    assert gate["counts"]["no-baseline"] == 1 and gate["status"] == "pass"
+    assert gate["counts"]["no-baseline"] == 1 and gate["status"] == "error"  # compared with nothing
+    assert gate["errors"] == ["threshold '*:max-drop=0.1': the compared run shares none of its 1 cells"]
+    two = [_cell(0.5), _cell(0.5, shuffle="new")]
+    gate = evaluate(two, (parse_threshold("*:max-drop=0.1"),), {two[0]["key"]: _cell(0.55)})
+    assert (gate["status"], gate["counts"]["pass"], gate["counts"]["no-baseline"]) == ("pass", 1, 1)  # a new cell
 
 
 def test_gate_exit_code_is_public_and_distinct() -> None:
     import pytest_longctx
 
     assert pytest_longctx.GATE_EXIT_CODE == GATE_EXIT_CODE == 10
-    assert GATE_EXIT_CODE not in {int(code) for code in pytest.ExitCode}
+    assert pytest_longctx.GATE_ERROR_EXIT_CODE == GATE_ERROR_EXIT_CODE == 11
+    assert {GATE_EXIT_CODE, GATE_ERROR_EXIT_CODE}.isdisjoint({int(code) for code in pytest.ExitCode})
 
 
 def test_threshold_is_frozen() -> None:

@@ -104,7 +104,7 @@ def test_ini_list_thresholds(longctx_runner: Any, form: str) -> None:
     run = longctx_runner.run("--longctx-samples", "2")
 
     assert run.record["settings"]["thresholds"] == ["kind=right:1.0", "kind=wrong:0.5@n=1"]
-    assert run.record["gate"]["counts"] == {"pass": 1, "fail": 1, "too-few": 0, "no-baseline": 0}
+    assert run.record["gate"]["counts"] == {"pass": 1, "fail": 1, "too-few": 0, "no-baseline": 0, "error": 0}
     assert [c["verdict"] for c in run.cell("opt", kind="right")["checks"]] == ["pass"]
     assert [c["verdict"] for c in run.cell("opt", kind="wrong")["checks"]] == ["fail"]
     assert run.ret == 10

@@ -77,6 +77,7 @@ def header(record: Mapping[str, Any]) -> str:
     ns = [int(c.get("n", 0)) for c in cells]
     counts = ", ".join(f"{v} {k}" for k, v in (gate.get("counts") or {}).items() if v)
     verdict_sub = {"pass": f"all thresholds met ({counts})", "fail": f"{counts} · exit code {gate.get('exit_code')}",
+                   "error": f"could not check · exit code {gate.get('exit_code')}",
                    "none": "no thresholds set"}.get(status, counts)
     commit = str(s.get("git_commit") or "–")
     facts = [
@@ -104,8 +105,12 @@ def header(record: Mapping[str, Any]) -> str:
     banners = ""
     if record.get("stopped"):
         banners += f'<div class="banner fail">run stopped: {esc(record["stopped"])}</div>'
-    if record.get("compare_error"):
-        banners += f'<div class="banner fail">comparison failed: {esc(record["compare_error"])}</div>'
+    for reason in gate.get("errors") or []:
+        banners += f'<div class="banner fail">gate error: {esc(reason)}</div>'
+    if record.get("report_fallback"):
+        fb = record["report_fallback"]
+        banners += (f'<div class="banner fail">written to a fallback folder: {esc(fb.get("report_dir"))} '
+                    f'could not take it ({esc(fb.get("reason"))})</div>')
     if record.get("plan") is not None:
         banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
     return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'

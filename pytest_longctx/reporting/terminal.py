@@ -58,7 +58,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
                   + (f", ~${spend:,.2f} at list prices" if spend else ""))
     gate = record["gate"]
     if gate["status"] != "none":
-        counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v)
+        counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v) or "no cell checked"
         bad = gate["status"] in ("fail", "error")
         tr.write_line(f"gate: {gate['status'].upper()} ({counts})"
                       + (f" -> exit code {gate['exit_code']}" if bad else ""),

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +15,8 @@ from pytest_longctx.fsutil import atomic_write_text
 RECORD_NAME = "longctx.json"
 HTML_NAME = "longctx.html"
 HISTORY_DIR = "history"
+#: Under the cache dir: where reports go when the report dir cannot take them (the summary names the folder).
+FALLBACK_DIR = "reports-fallback"
 
 
 def archive_previous(report_dir: Path) -> Path | None:
@@ -28,15 +32,62 @@ def archive_previous(report_dir: Path) -> Path | None:
     return target
 
 
-def write_reports(record: dict[str, Any], report_dir: Path) -> list[str]:
-    """Write longctx.json and longctx.html; return the paths written."""
+def write_record(record: dict[str, Any], report_dir: Path) -> Path:
+    """Archive the previous record and write longctx.json; return its path."""
     archive_previous(report_dir)
     json_path = report_dir / RECORD_NAME
     atomic_write_text(json_path, json.dumps(record, indent=1, ensure_ascii=False, sort_keys=False))
-    written = [str(json_path)]
+    return json_path
+
+
+def write_reports(record: dict[str, Any], report_dir: Path) -> list[str]:
+    """Write longctx.json and longctx.html; return the paths written (and a line if the HTML failed).
+
+    The record is written first; a bug in HTML rendering costs the HTML report, never the record.
+    """
+    written = [str(write_record(record, report_dir))]
     from pytest_longctx.reporting.html import render_html
 
+    try:
+        html = render_html(record)
+    except Exception as exc:  # the record is already safe; say what is missing
+        return [*written, f"could not render the HTML report: {type(exc).__name__}: {exc}"]
     html_path = report_dir / HTML_NAME
-    atomic_write_text(html_path, render_html(record))
+    atomic_write_text(html_path, html)
     written.append(str(html_path))
     return written
+
+
+def fallback_dir(cache_dir: Path) -> Path:
+    """A fresh folder for reports that could not go to the report dir: under the cache dir, else the temp dir."""
+    for parent in (cache_dir / FALLBACK_DIR, None):
+        try:
+            if parent is not None:
+                parent.mkdir(parents=True, exist_ok=True)
+            return Path(tempfile.mkdtemp(prefix=time.strftime("%Y%m%d-%H%M%S-"), dir=parent))
+        except OSError:
+            continue
+    raise OSError("no writable fallback folder (cache dir and temp dir both failed)")
+
+
+def report_dir_problem(report_dir: Path) -> str | None:
+    """Why reports cannot be written to ``report_dir`` (None when they can); nothing is created.
+
+    Checked at start-up so that a run never ends with results it cannot store. An existing folder
+    is probed by creating and removing a temporary file; a missing one must have a writable ancestor.
+    """
+    if report_dir.exists() and not report_dir.is_dir():
+        return f"{report_dir} is a file, not a folder"
+    for parent in (report_dir, *report_dir.parents):
+        if not parent.exists():
+            continue
+        if not parent.is_dir():
+            return f"{parent} is a file, so {report_dir} cannot be created"
+        try:
+            fd, probe = tempfile.mkstemp(dir=parent, prefix=".longctx-probe-")
+        except OSError as exc:
+            return f"cannot write to {parent} ({exc.strerror or exc})"
+        os.close(fd)
+        Path(probe).unlink(missing_ok=True)
+        return None
+    return f"no existing folder above {report_dir}"
