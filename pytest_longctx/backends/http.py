@@ -33,7 +33,7 @@ class BadAnswer(Exception):
 def json_object(response: httpx.Response) -> dict[str, Any]:
     """The JSON object of a successful answer; :class:`BadAnswer` otherwise."""
     if response.is_error:
-        raise BadAnswer(response, f"HTTP {response.status_code}: {brief(response)}")
+        raise BadAnswer(response, f"HTTP {response.status_code}{_error_message(response)}")
     try:
         data = response.json()
     except ValueError:
@@ -47,7 +47,7 @@ def judge(exc: Exception, *, key_hint: str = "") -> Verdict:
     """The verdict on one failed httpx attempt (see the module docstring)."""
     if isinstance(exc, BadAnswer):
         response, code = exc.response, exc.response.status_code
-        text = brief(response).lower()
+        text = f"{exc.problem} {brief(response)}".lower()
         if code in (401, 403):
             return Verdict("fatal", f"{exc.problem}{key_hint}")
         if code == 402 or (code in (400, 429) and any(marker in text for marker in _FATAL_MARKERS)):
@@ -85,6 +85,18 @@ def post_json(client: httpx.Client, url: str, payload: dict[str, Any], *, retrie
     """Blocking :func:`apost_json` (token counting, which the backend protocol makes synchronous)."""
     return retrier.run_blocking(lambda: json_object(client.post(url, json=payload, headers=headers)),
                                 lambda exc: judge(exc, key_hint=key_hint))
+
+
+def _error_message(response: httpx.Response) -> str:
+    """`` <type>: <message>`` of an OpenAI-style error body, else ``: <body>``."""
+    try:
+        error = response.json().get("error")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        error = None
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        kind = error["code"] if isinstance(error.get("code"), str) else error.get("type") or "error"
+        return " " + " ".join(f"{kind}: {error['message']}".split())[:300]
+    return f": {brief(response)}"
 
 
 def brief(response: httpx.Response) -> str:

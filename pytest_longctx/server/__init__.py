@@ -1,4 +1,4 @@
-"""A local Anthropic Messages API server with fault injection, for tests and CI checks.
+"""A local Anthropic Messages API server (also speaking OpenAI's chat completions) with fault injection.
 
 Run it in-process (``with MessagesServer(...) as srv: srv.base_url``) or as a separate process
 (``python -m pytest_longctx.server --port 0``), and point the real ``anthropic`` SDK at it.

@@ -1,7 +1,8 @@
-"""``python -m pytest_longctx.server``: serve the fake Messages API until Ctrl-C.
+"""``python -m pytest_longctx.server``: serve the fake Messages API (and its OpenAI dialect) until Ctrl-C.
 
 The first line on stdout is the base URL (``http://127.0.0.1:PORT``), so a script can start the
-server with ``--port 0`` and read where it listens, e.g. for ``ANTHROPIC_BASE_URL``.
+server with ``--port 0`` and read where it listens, e.g. for ``ANTHROPIC_BASE_URL``, or with
+``/v1`` appended for ``OPENAI_BASE_URL``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from .faults import FAULT_ENDPOINTS, FAULT_KINDS, STICKY_MODES, FaultPlan
+from .faults import FAULT_ENDPOINTS, FAULT_KINDS, GENERATION_ENDPOINTS, STICKY_MODES, FaultPlan
 from .messages_api import MessagesServer
 
 
@@ -36,7 +37,9 @@ def _names(text: str) -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     parser = argparse.ArgumentParser(
-        prog="python -m pytest_longctx.server", description="Serve a fake Anthropic Messages API."
+        prog="python -m pytest_longctx.server",
+        description="Serve a fake Anthropic Messages API, OpenAI chat completions (/v1/chat/completions) and "
+        "llama.cpp's /completion, with scripted answers, latency and faults.",
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
@@ -48,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     add(
         "--fault-endpoints",
         type=_names,
-        default=("messages",),
-        help=f"of {','.join(FAULT_ENDPOINTS)} (default: messages)",
+        default=GENERATION_ENDPOINTS,
+        help=f"of {','.join(FAULT_ENDPOINTS)} (default: {','.join(GENERATION_ENDPOINTS)})",
     )
     add("--sticky", choices=STICKY_MODES, default=None, help="answer every request with this error (default: off)")
     add("--seed", type=int, default=0, help="seed of the fault, latency and batch draws (default: 0)")

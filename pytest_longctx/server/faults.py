@@ -45,7 +45,9 @@ FAULT_KINDS: tuple[str, ...] = ("429", "529", "500", "timeout", "reset", "malfor
 #: Modes that answer every request with the same error.
 STICKY_MODES: tuple[str, ...] = ("auth", "spend-limit", "credit")
 #: Endpoint names a fault plan can target (see ``MessagesServer.stats.endpoints``).
-FAULT_ENDPOINTS: tuple[str, ...] = ("messages", "count_tokens", "batches.create")
+FAULT_ENDPOINTS: tuple[str, ...] = ("messages", "chat.completions", "completion", "count_tokens", "batches.create")
+#: Where per-request faults go by default: every endpoint that generates an answer, in every dialect.
+GENERATION_ENDPOINTS: tuple[str, ...] = ("messages", "chat.completions", "completion")
 
 SPEND_LIMIT_ERROR_CODE = "enforced_spend_limit_reached"
 SPEND_LIMIT_MESSAGE = (
@@ -108,7 +110,8 @@ class FaultPlan:
         sticky: A mode from ``STICKY_MODES`` that answers every request (overrides the rest).
         retry_after: Seconds sent in the ``retry-after`` header of ``429`` faults.
         timeout_hold: Seconds a ``timeout`` fault holds the request before dropping it.
-        endpoints: Endpoints the per-request faults apply to (sticky modes apply to all).
+        endpoints: Endpoints the per-request faults apply to (sticky modes apply to all); by default
+            ``/v1/messages``, OpenAI's ``/v1/chat/completions`` and llama.cpp's ``/completion``.
     """
 
     rate: float = 0.0
@@ -118,7 +121,7 @@ class FaultPlan:
     sticky: str | None = None
     retry_after: float = 1.0
     timeout_hold: float = 2.0
-    endpoints: tuple[str, ...] = ("messages",)
+    endpoints: tuple[str, ...] = GENERATION_ENDPOINTS
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:

@@ -11,7 +11,8 @@ the project's Anthropic backend tests drive with the real ``anthropic`` SDK::
 Endpoints: ``POST /v1/messages`` (also ``stream: true``), ``POST /v1/messages/count_tokens``, the
 Message Batches endpoints (see :mod:`.batches`), and two for other processes (pytest-xdist workers
 sharing a server started by ``python -m pytest_longctx.server``): ``GET /_longctx/stats``
-(``?requests=1`` includes the request bodies) and ``POST /_longctx/reset_stats``.
+(``?requests=1`` includes the request bodies) and ``POST /_longctx/reset_stats``. The same server
+also speaks OpenAI's ``/v1/chat/completions`` and llama.cpp's native endpoints (see :mod:`.dialects`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, TypeAlias
 
+from . import dialects
 from .batches import BatchStore
 from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
 from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens, resolve_responder
@@ -259,7 +261,9 @@ class MessagesServer:
     def _serve(self, handler: _Handler, method: str) -> None:
         path, _, query_string = handler.path.partition("?")
         query = dict(urllib.parse.parse_qsl(query_string))
-        endpoint, batch_id = route(method, path)
+        endpoint, batch_id = (dialects.route(method, path), None)
+        if endpoint is None:
+            endpoint, batch_id = route(method, path)
         try:
             raw = handler.read_body()
             if endpoint in ("_stats", "_reset"):  # control endpoints: not counted, never faulted
@@ -304,7 +308,7 @@ class MessagesServer:
                 raise APIFailure(404, "not_found_error", f"Not found: {method} {path}")
             self._authenticate(handler)
             body = self._parse(raw) if method == "POST" and endpoint != "batches.cancel" else {}
-            if endpoint == "messages" and self.record_requests:
+            if endpoint in ("messages", "chat.completions", "completion") and self.record_requests:
                 with self._lock:
                     self._stats.requests.append(body)
             fault = self._injector.draw(endpoint)
@@ -327,7 +331,8 @@ class MessagesServer:
                 _log.exception("the fake Messages API failed on %s %s", method, path)
                 exc = APIFailure(500, "api_error", f"internal error in the test server: {exc!r}")
             self._bump("errors", exc.error_type)
-            status, payload = exc.status, json.dumps(exc.body(request_id)).encode()
+            error = dialects.openai_error(exc) if endpoint in dialects.OPENAI_ENDPOINTS else exc.body(request_id)
+            status, payload = exc.status, json.dumps(error).encode()
             headers.update({**exc.headers, "Content-Type": _JSON})
         if endpoint in ("messages", "count_tokens"):
             headers.update(self._rate.record())
@@ -355,12 +360,10 @@ class MessagesServer:
         self, endpoint: str, batch_id: str | None, body: dict[str, Any], query: dict[str, str], base: str
     ) -> tuple[int, bytes, str]:
         """``(status, payload, content type)`` of a successful answer."""
+        if endpoint in dialects.OPENAI_ENDPOINTS or endpoint in dialects.LLAMA_ENDPOINTS:
+            return 200, json.dumps(self._dialect(endpoint, body)).encode(), _JSON
         if endpoint == "messages":
-            self._sleep_latency()
-            message = self._answer(body)
-            with self._lock:
-                self._stats.input_tokens += message["usage"]["input_tokens"]
-                self._stats.output_tokens += message["usage"]["output_tokens"]
+            message = self._generate(validate_request(body))
             if body.get("stream"):
                 return 200, sse_events(message), "text/event-stream; charset=utf-8"
             return 200, json.dumps(message).encode(), _JSON
@@ -381,9 +384,33 @@ class MessagesServer:
             result = self.batches.delete(str(batch_id))
         return 200, json.dumps(result).encode(), _JSON
 
-    def _answer(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _dialect(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The answer to an OpenAI or llama.cpp request (see :mod:`.dialects`)."""
+        if endpoint == "chat.completions":
+            return dialects.chat_completion(self._generate(dialects.messages_body(body)), self._next_id("chatcmpl"))
+        if endpoint == "completion":
+            model = self.models[0] if self.models else "local"
+            return dialects.native_completion(self._generate(dialects.completion_body(body, model)))
+        if endpoint == "models":
+            return dialects.models_list(self.models)
+        if endpoint == "apply-template":
+            return {"prompt": dialects.render_template(body.get("messages"))}
+        if endpoint == "tokenize":
+            return dialects.tokenize(body, self.token_counter)
+        return {"status": "ok"}  # health
+
+    def _generate(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The Message answering a validated Messages body after the configured latency; counted in the stats."""
+        self._sleep_latency()
+        message = self._answer(body, validated=True)
+        with self._lock:
+            self._stats.input_tokens += message["usage"]["input_tokens"]
+            self._stats.output_tokens += message["usage"]["output_tokens"]
+        return message
+
+    def _answer(self, body: dict[str, Any], *, validated: bool = False) -> dict[str, Any]:
         """Validate a Messages request and build its Message (used for batches too)."""
-        self._check_model(validate_request(body))
+        self._check_model(body if validated else validate_request(body))
         try:
             text = self.responder(body)
             if not isinstance(text, str):
