@@ -154,7 +154,8 @@ def completion_body(native: Mapping[str, Any], model: str) -> dict[str, Any]:
     if native.get("n_probs"):
         raise _invalid("n_probs: log-probabilities are not served by this test server")
     pieces = _TURN_RE.split(prompt)[1:]
-    turns = [{"role": role, "content": text.removesuffix("\n")} for role, text in zip(pieces[::2], pieces[1::2], strict=True)]
+    pairs = zip(pieces[::2], pieces[1::2], strict=True)
+    turns = [{"role": role, "content": text.removesuffix("\n")} for role, text in pairs]
     if turns and turns[-1]["role"] == "assistant" and not turns[-1]["content"]:
         turns.pop()  # the open assistant turn of a prompt without prefill
     system = "\n\n".join(t["content"] for t in turns if t["role"] == "system")
