@@ -23,6 +23,7 @@ from pytest_longctx.reporting.charts import esc
 
 #: experiment -> "module:function" building its source tables from (cells, trials).
 TABLE_BUILDERS: dict[str, str] = {
+    "qa": "pytest_longctx.qa.report:qa_tables",
     "lrt": "pytest_longctx.lrt.report:lrt_tables",
     "docs": "pytest_longctx.docs.report:docs_tables",
 }
