@@ -206,6 +206,30 @@ def _bool(opt: OptionDef, value: str | None) -> bool:
     raise UsageError(f"{opt.flag}: expected true or false, got {value!r}")
 
 
+def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_tokens: bool, cache: str,
+                         scoring: str | None) -> None:
+    """The one place where a mode the model's provider cannot honour becomes a usage error (one line).
+
+    ``scoring`` is the value given on the command line or in the ini file (None: the profile's default).
+    """
+    provider, spec = model.provider, model.spec
+    if batch and provider != "anthropic":
+        raise UsageError(f"--longctx-batch: only anthropic/* models have a batch API, not {spec}; drop it "
+                         f"({provider}/* runs live, with --longctx-prefetch for concurrency)")
+    if exact_tokens and provider != "anthropic":
+        raise UsageError(f"--longctx-exact-tokens: only anthropic/* models have a token-counting endpoint, not {spec}; "
+                         "drop it (local/* models always count with their own tokenizer)")
+    if prefetch == "on" and provider == "fake":
+        raise UsageError(f"--longctx-prefetch on: {spec} answers in-process, there is nothing to send up front; "
+                         "use auto or off")
+    if prefetch == "on" and cache in ("off", "replay"):
+        reason = "prefetched answers reach the tests through the cache" if cache == "off" else "replay sends nothing"
+        raise UsageError(f"--longctx-prefetch on: {reason}; drop --longctx-cache {cache} or use --longctx-prefetch off")
+    if scoring == "logprob" and provider not in ("local", "fake"):
+        raise UsageError(f"--longctx-scoring logprob: likelihood scoring needs a local/* model, not {spec}; "
+                         "use --longctx-scoring generate")
+
+
 def resolve(config: pytest.Config) -> Settings:
     """Read every option once; raise UsageError (one line) on the first bad value."""
     raw: dict[str, Any] = {opt.noun: _raw(config, opt) for opt in OPTIONS}
@@ -256,9 +280,8 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
     batch = _bool(by["batch"], raw["batch"])
     exact_tokens = _bool(by["exact-tokens"], raw["exact-tokens"])
-    if (batch or exact_tokens) and model.provider != "anthropic":
-        flag = by["batch"].flag if batch else by["exact-tokens"].flag
-        raise UsageError(f"{flag}: only anthropic/* models support it, not {model.spec}")
+    check_provider_modes(model, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache,
+                         scoring=scoring if raw["scoring"] is not None else None)
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
     context_sizes = _int_list(by["context-sizes"], raw["context-sizes"], 256)
