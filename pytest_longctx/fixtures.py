@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import pytest_asyncio
@@ -12,13 +11,13 @@ import pytest_asyncio
 from pytest_longctx.backends import build_backend
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.client import ModelClient
+from pytest_longctx.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it
+from pytest_longctx.identity import condition_params as condition_params
+from pytest_longctx.identity import trial_identity
 from pytest_longctx.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
 from pytest_longctx.models import ModelSpec
 from pytest_longctx.options import Settings
-from pytest_longctx.trial import Trial, plain, trial_seed
-
-#: The parametrized argument that numbers trials within a cell.
-SAMPLE_ARG = "longctx_sample"
+from pytest_longctx.trial import Trial, trial_seed
 
 
 @pytest.fixture(scope="session")
@@ -75,21 +74,11 @@ def longctx(request: pytest.FixtureRequest, longctx_client: ModelClient, longctx
             longctx_sample: int) -> Trial:
     """The current trial: seeded RNG, ``await longctx.ask(...)``, ``longctx.record(...)``."""
     item = request.node
-    marker = item.get_closest_marker("longctx")
-    experiment = str(marker.args[0]) if marker and marker.args else item.originalname.removeprefix("test_")
-    params = condition_params(item)
+    identity = trial_identity(item)
+    experiment, params = identity["experiment"], identity["params"]
     seed = trial_seed(longctx_settings.seed, experiment, params, longctx_sample)
     trial = Trial(experiment=experiment, params=params, sample=longctx_sample, seed=seed,
                   client=longctx_client, nodeid=item.nodeid, run_seed=longctx_settings.seed)
     item.stash[TRIAL_KEY] = trial
     return trial
 
-
-def condition_params(item: pytest.Item) -> dict[str, Any]:
-    """The item's parametrization minus the sample index and names the marker excludes."""
-    callspec = getattr(item, "callspec", None)
-    if callspec is None:
-        return {}
-    marker = item.get_closest_marker("longctx")
-    exclude = set(marker.kwargs.get("exclude", ())) if marker else set()
-    return {k: plain(v) for k, v in sorted(callspec.params.items()) if k != SAMPLE_ARG and k not in exclude}

@@ -8,6 +8,7 @@ import pytest
 
 from pytest_longctx.client import Planned
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
+from pytest_longctx.identity import IDENTITY_KEY, error_record, trial_identity
 from pytest_longctx.keys import EMITTED_KEY, TRIAL_KEY
 
 PLAN_KEY = "longctx_plan"
@@ -24,13 +25,15 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     * Plan mode: the test ends skipped and carries the request it would have sent.
     """
     trial = item.stash.get(TRIAL_KEY, None)
-    if report.when == "setup" and report.failed and (trial is not None or item.get_closest_marker("longctx")):
-        # A fixture failed, before or after ``longctx`` itself was set up: an error of the cell, never a wrong answer.
-        record = _setup_error_record(item, call)
-        if trial is not None:
-            record.update(experiment=trial.experiment, params=trial.params, sample=trial.sample, seed=trial.seed)
-        _emit(item, report, record)
-        _shorten(call, report)
+    if report.when == "setup" and (trial is not None or item.get_closest_marker("longctx")):
+        if report.failed:
+            # A fixture failed, before or after ``longctx`` was set up: an error of the cell, never a wrong answer.
+            _emit(item, report, _setup_error_record(item, call, None if trial is None else trial.seed))
+            _shorten(call, report)
+        else:
+            # For the controller, in case this worker dies while the test runs (a fresh list: item's stays as is).
+            identity = {**trial_identity(item), "seed": None if trial is None else trial.seed}
+            report.user_properties = [*report.user_properties, (IDENTITY_KEY, identity)]
         return
     if trial is None or report.when != "call" or item.stash.get(EMITTED_KEY, False):
         return
@@ -66,21 +69,11 @@ def _emit(item: pytest.Item, report: pytest.TestReport, record: dict[str, Any]) 
     item.stash[EMITTED_KEY] = True
 
 
-def _setup_error_record(item: pytest.Item, call: pytest.CallInfo[None]) -> dict[str, Any]:
-    from pytest_longctx.fixtures import SAMPLE_ARG, condition_params
-
-    marker = item.get_closest_marker("longctx")
-    experiment = str(marker.args[0]) if marker and marker.args else getattr(item, "originalname", item.name)
-    callspec = getattr(item, "callspec", None)
+def _setup_error_record(item: pytest.Item, call: pytest.CallInfo[None], seed: int | None) -> dict[str, Any]:
     excinfo = call.excinfo
-    error = f"{excinfo.typename}: {excinfo.value}".split("\n")[0][:1000] if excinfo else "setup failed"
-    return {
-        "nodeid": item.nodeid, "experiment": experiment, "params": condition_params(item),
-        "sample": callspec.params.get(SAMPLE_ARG, 0) if callspec else 0, "seed": None,
-        "outcome": "error", "item": None, "expected": None, "answer": None, "raw": "", "reason": None,
-        "error": error, "fatal": bool(excinfo and isinstance(excinfo.value, (UsageError, FatalBackendError))),
-        "calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0, "latency_s": 0.0, "detail": {},
-    }
+    error = f"{excinfo.typename}: {excinfo.value}" if excinfo else "setup failed"
+    fatal = bool(excinfo and isinstance(excinfo.value, (UsageError, FatalBackendError)))
+    return error_record(item.nodeid, trial_identity(item), error, fatal=fatal, seed=seed)
 
 
 def _shorten(call: pytest.CallInfo[None], report: pytest.TestReport) -> None:

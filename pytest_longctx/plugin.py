@@ -76,7 +76,10 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(missing_key_message())
     config.pluginmanager.register(_Controller(config), "longctx-controller")
     if config.pluginmanager.hasplugin("xdist"):
+        from pytest_longctx.crash import CrashRecorder
+
         config.pluginmanager.register(_XdistHooks(), "longctx-xdist")
+        config.pluginmanager.register(CrashRecorder(), "longctx-crash")
     if config.pluginmanager.hasplugin("html"):
         from pytest_longctx.reporting.pytest_html import HtmlColumns
 

@@ -41,16 +41,14 @@ def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
 def collected_cells(items: list[pytest.Item]) -> list[dict[str, Any]]:
     """The condition cells (experiment and params) that the collected longctx items will fill."""
     from pytest_longctx.aggregate import cell_key
-    from pytest_longctx.fixtures import condition_params
+    from pytest_longctx.identity import trial_identity
 
     seen: dict[str, dict[str, Any]] = {}
     for item in items:
-        marker = item.get_closest_marker("longctx")
-        if marker is None:
+        if item.get_closest_marker("longctx") is None:
             continue
-        name = getattr(item, "originalname", item.name)
-        experiment = str(marker.args[0]) if marker.args else name.removeprefix("test_")
-        params = condition_params(item)
+        identity = trial_identity(item)
+        experiment, params = identity["experiment"], identity["params"]
         seen.setdefault(cell_key(experiment, params), {"experiment": experiment, "params": params})
     return list(seen.values())
 
