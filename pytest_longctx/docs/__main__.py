@@ -17,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 from pytest_longctx.docs.documents import Document, document_paths, load_documents
-from pytest_longctx.docs.generate import TEMPLATE, DocResult
+from pytest_longctx.docs.generate import TEMPLATE, DocResult, GenerationStopped
 from pytest_longctx.docs.qa_file import (
     QAItem,
     add_generated,
@@ -30,7 +30,7 @@ from pytest_longctx.docs.qa_file import (
     set_status,
     status_counts,
 )
-from pytest_longctx.errors import LongctxError
+from pytest_longctx.errors import LongctxError, UsageError
 from pytest_longctx.models import ModelSpec, parse_model_spec
 
 
@@ -92,14 +92,25 @@ def _generate(args: argparse.Namespace) -> int:
     if args.per_doc < 1 or args.retries < 0 or args.concurrency < 1:
         print("error: --per-doc and --concurrency must be >= 1, --retries >= 0", file=sys.stderr)
         return 2
+    if spec.provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        raise UsageError("ANTHROPIC_API_KEY is not set: export your Anthropic API key to generate with "
+                         f"{spec.spec}")
+    if args.qa_file is not None:  # before it is read: a folder or a missing folder is named as the option
+        _check_output(args.qa_file, "--qa-file")
     docs, path, items = _load(args)
+    if args.qa_file is None:
+        _check_output(path, "QA file")
     for skipped in document_paths(args.dir)[1]:
         print(f"skipped {skipped}: not a .txt/.md document")
     for line in refresh(items, docs):
         print(line)
     targets = [d for d in docs.values() if args.all or needs_generation(items, d)]
     print(f"{args.dir}: {len(docs)} documents, {len(targets)} to generate for with {spec.spec}")
-    results = asyncio.run(_run(spec, targets, args)) if targets else []
+    stopped: str | None = None
+    try:
+        results = asyncio.run(_run(spec, targets, args)) if targets else []
+    except GenerationStopped as exc:  # auth, spend limit: keep what finished before it, then stop
+        results, stopped = exc.results, str(exc)
     failed = 0
     for result in results:
         if result.error is not None:
@@ -114,12 +125,32 @@ def _generate(args: argparse.Namespace) -> int:
         print(f"{result.doc.name}: {len(added)} new pending item(s){extra}")
         for problem in result.problems:
             print(f"  left out {problem}")
-    save_qa(path, items)
-    print(f"wrote {path}: {_counts(items, docs)}")
+    if items or path.exists():
+        save_qa(path, items)
+        print(f"wrote {path}: {_counts(items, docs)}")
+    if stopped is not None:
+        print(f"error: {stopped}; {len(results)} document(s) finished before it are saved, run generate again "
+              "to resume", file=sys.stderr)
+        return 2
     if failed:
         print(f"{failed} document(s) failed; run generate again to retry them (they have no items yet)")
     print(f"next: read {path.name}, edit as needed, then `python -m pytest_longctx.docs review {args.dir}`")
     return 1 if failed else 0
+
+
+def _check_output(path: Path, what: str) -> None:
+    """Before anything is generated: the QA file can be written (its folder exists and is writable)."""
+    from pytest_longctx.fsutil import folder_problem
+
+    if path.is_dir():
+        raise UsageError(f"{what}: {path} is a folder; pass a file path such as {path / 'longctx-qa.jsonl'}")
+    if not path.parent.exists():
+        raise UsageError(f"{what}: {path}: folder {path.parent} does not exist; create it or pass another path")
+    problem = folder_problem(path.parent)
+    if problem is not None:
+        raise UsageError(f"{what}: {path}: folder {path.parent} {problem}; pass a writable path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UsageError(f"{what}: {path} is not writable; pass a writable path")
 
 
 async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespace) -> list[DocResult]:

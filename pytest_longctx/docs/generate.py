@@ -20,7 +20,7 @@ from pytest_longctx.client import ModelClient
 from pytest_longctx.docs.documents import Document
 from pytest_longctx.docs.jsonish import json_values
 from pytest_longctx.docs.retrieval import sentence_spans
-from pytest_longctx.errors import BackendError, LongctxError
+from pytest_longctx.errors import BackendError, FatalBackendError, LongctxError
 
 TEMPLATE = "docs-qa-generate@1"
 PROMPT = """Write {n} short factoid questions about the document below, each with its answer.
@@ -143,6 +143,8 @@ async def generate_for_doc(client: ModelClient, doc: Document, n: int, retries: 
     for attempt in range(retries + 1):
         try:
             completion = await client.complete(request, oracle)
+        except FatalBackendError:
+            raise  # auth, spend limit: no other document can succeed either
         except BackendError as exc:
             result.error = f"model call failed: {exc}"
             return result
@@ -158,9 +160,30 @@ async def generate_for_doc(client: ModelClient, doc: Document, n: int, retries: 
     return result
 
 
+class GenerationStopped(FatalBackendError):
+    """A fatal error (auth, spend limit) stopped generation; ``results`` are the documents finished before it."""
+
+    def __init__(self, message: str, results: list[DocResult]) -> None:
+        super().__init__(message)
+        self.results = results
+
+
 async def generate_all(client: ModelClient, docs: Sequence[Document], n: int, retries: int = 1) -> list[DocResult]:
-    """Generate for every document concurrently (the client's limit applies), in document order."""
-    return list(await asyncio.gather(*(generate_for_doc(client, d, n, retries) for d in docs)))
+    """Generate for every document concurrently (the client's limit applies), in document order.
+
+    A fatal backend error cancels every request not yet answered and raises :class:`GenerationStopped`
+    with the documents finished before it, so they can be saved.
+    """
+    tasks = [asyncio.ensure_future(generate_for_doc(client, d, n, retries)) for d in docs]
+    try:
+        await asyncio.gather(*tasks)
+    except FatalBackendError as exc:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        finished = [t.result() for t in tasks if not t.cancelled() and t.exception() is None]
+        raise GenerationStopped(str(exc), finished) from None
+    return [t.result() for t in tasks]
 
 
 # -- fake models ----------------------------------------------------------------------------------

@@ -14,15 +14,14 @@ ones, so approvals and hand edits survive. Optional fields: ``aliases`` (other a
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_longctx.docs.documents import QA_FILENAME, Document
 from pytest_longctx.errors import UsageError
+from pytest_longctx.fsutil import atomic_write_text
 
 STATUSES = ("pending", "approved", "rejected", "stale")
 REVIEW_MODES = ("required", "optional")
@@ -134,10 +133,10 @@ def save_qa(path: Path, items: Iterable[QAItem]) -> None:
     """Write items one per line, grouped by document (atomic: a crash never leaves half a file)."""
     ordered = sorted(items, key=lambda it: (it.doc, _id_number(it.id), it.id))
     text = "".join(json.dumps(it.to_json(), ensure_ascii=False) + "\n" for it in ordered)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".longctx-qa-", suffix=".tmp")
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        fh.write(text)
-    os.replace(tmp, path)
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:  # named by the file the user chose, never by the temporary one
+        raise UsageError(f"{path}: cannot write the QA file ({exc.strerror or type(exc).__name__})") from None
 
 
 def next_id(items: Iterable[QAItem], doc: str) -> str:

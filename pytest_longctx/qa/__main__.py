@@ -148,11 +148,12 @@ def _generate(args: argparse.Namespace) -> int:
                          f"anthropic/claude-..., got {args.model!r}")
     if not os.environ.get("ANTHROPIC_API_KEY"):
         raise UsageError("ANTHROPIC_API_KEY is not set: export your Anthropic API key to generate questions")
+    files = OutputFiles(args.out or Path("fixtures") / "questions" / f"FR-{args.date}.generated.jsonl")
+    _check_output(files, "--out" if args.out else "output")
     cache_dir = _cache_dir(args)
     issue = open_issue(args.date, args.data_dir, cache_dir)
     targets = _select(issue, args.section, args.sections)
     examples = _examples(args, issue, cache_dir)
-    files = OutputFiles(args.out or Path("fixtures") / "questions" / f"FR-{args.date}.generated.jsonl")
     done = files.done()
     todo = [s for s in targets if s.id not in done]
     print(f"FR {args.date}: {len(issue.sections)} kept sections, {len(targets)} selected, "
@@ -173,6 +174,20 @@ def _generate(args: argparse.Namespace) -> int:
     if failed:
         print(f"{len(failed)} section(s) failed; run the same command again to retry them")
     return 1 if failed else 0
+
+
+def _check_output(files: OutputFiles, what: str) -> None:
+    """Before anything is generated: both output files can be written (their folder may be created)."""
+    from pytest_longctx.fsutil import folder_problem
+
+    for path in (files.out, files.rejected):
+        if path.is_dir():
+            raise UsageError(f"{what}: {path} is a folder; pass a file path such as {path / 'questions.jsonl'}")
+        problem = folder_problem(path.parent)
+        if problem is not None:
+            raise UsageError(f"{what}: {path}: folder {path.parent} {problem}; pass a writable path")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UsageError(f"{what}: {path} is not writable; pass a writable path")
 
 
 async def _run(spec: ModelSpec, todo: list[Section], args: argparse.Namespace, cache_dir: Path,

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,6 +21,7 @@ from pytest_longctx.client import ModelClient
 from pytest_longctx.corpus.federal_register import Issue, Section, load_issue, locate
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
+from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.jsonl import read_jsonl
 from pytest_longctx.qa.generate_parse import Draft, item_problems, parse_reply, verbatim
 from pytest_longctx.qa.generate_prompt import QUESTIONS_PER_SECTION, Example, build_request, pick_examples
@@ -175,9 +175,11 @@ class OutputFiles:
                 continue
             records = read_records(path)
             records.sort(key=lambda r: (order.get(str(r.get("section_id")), len(order)), _qnum(r)))
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-            os.replace(tmp, path)
+            try:
+                atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+            except OSError as exc:  # named by the user's file, never by the temporary one
+                raise UsageError(f"{path}: cannot rewrite it in issue order ({exc.strerror or exc}); "
+                                 "its lines are complete, in generation order") from None
 
 
 def _qnum(record: Mapping[str, Any]) -> int:
