@@ -51,6 +51,7 @@ def write_reports(record: dict[str, Any], report_dir: Path) -> list[str]:
     try:
         html = render_html(record)
     except Exception as exc:  # the record is already safe; say what is missing
+        (report_dir / HTML_NAME).unlink(missing_ok=True)  # an earlier run's HTML must not pass for this run's
         return [*written, f"could not render the HTML report: {type(exc).__name__}: {exc}"]
     html_path = report_dir / HTML_NAME
     atomic_write_text(html_path, html)
