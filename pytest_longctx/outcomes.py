@@ -12,6 +12,8 @@ from pytest_longctx.identity import IDENTITY_KEY, error_record, trial_identity
 from pytest_longctx.keys import EMITTED_KEY, TRIAL_KEY
 
 PLAN_KEY = "longctx_plan"
+#: User property carrying a usage error that a fixture or test raised (its one-line message).
+USAGE_KEY = "longctx_usage_error"
 
 
 def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -25,6 +27,18 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     * Plan mode: the test ends skipped and carries the request it would have sent.
     """
     trial = item.stash.get(TRIAL_KEY, None)
+    excinfo = call.excinfo
+    if (report.failed and excinfo is not None and isinstance(excinfo.value, UsageError)
+            and (trial is not None or item.get_closest_marker("longctx"))):
+        # Bad input found by a fixture or the test (docs folder, QA file, corpus): the run stops with exit 4,
+        # no trial record (it is not a result), and the message is shown once (see ``plugin.py``).
+        message = str(excinfo.value).split("\n")[0][:1000]
+        report.user_properties.append((USAGE_KEY, message))
+        report.longrepr = f"UsageError: {message}"
+        item.stash[EMITTED_KEY] = True
+        if not item.session.shouldstop:
+            item.session.shouldstop = f"usage error: {message}"
+        return
     if report.when == "setup" and (trial is not None or item.get_closest_marker("longctx")):
         if report.failed:
             # A fixture failed, before or after ``longctx`` was set up: an error of the cell, never a wrong answer.
@@ -37,7 +51,6 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         return
     if trial is None or report.when != "call" or item.stash.get(EMITTED_KEY, False):
         return
-    excinfo = call.excinfo
     if excinfo is not None and isinstance(excinfo.value, Planned):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, "longctx plan: request recorded, not sent")

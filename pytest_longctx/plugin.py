@@ -197,6 +197,10 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
     if report.when not in ("call", "setup"):
         return None
+    from pytest_longctx.outcomes import USAGE_KEY
+
+    if any(name == USAGE_KEY for name, _ in report.user_properties):
+        return "usage error", "U", "USAGE ERROR"  # its own category: shown once, by the stop line
     for record in records_of(report.user_properties):
         if record["outcome"] == "incorrect":
             return "incorrect", "i", "INCORRECT"
@@ -215,9 +219,14 @@ class _Controller:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""
         from pytest_longctx.aggregate import records_of
-        from pytest_longctx.outcomes import PLAN_KEY
+        from pytest_longctx.outcomes import PLAN_KEY, USAGE_KEY
 
         state = self.config.stash[RUN_KEY]
+        usage_error = next((str(v) for k, v in report.user_properties if k == USAGE_KEY), None)
+        if usage_error is not None and state.usage_error is None:
+            state.usage_error = usage_error
+            if self.session is not None and not self.session.shouldstop:
+                self.session.shouldstop = f"usage error: {usage_error}"
         for record in records_of(report.user_properties):
             state.aggregator.add(record)
             if record.get("fatal") and state.stop_reason is None:
@@ -251,16 +260,30 @@ class _Controller:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_longctx.run import finish_run
 
+        if self.config.stash[RUN_KEY].usage_error is not None:
+            return  # bad input, not a result: nothing written, the previous record and history stay as they were
         finish_run(session)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         from pytest_longctx.reporting.terminal import write_summary
 
+        if self.config.stash[RUN_KEY].usage_error is not None:
+            report = self.config.stash[SETTINGS_KEY].report_dir / "longctx.json"
+            terminalreporter.write_line(f"longctx: usage error, no run record written ({report} left as it was)")
+            return
         try:
             write_summary(terminalreporter, self.config.stash[RUN_KEY], self.config.stash[SETTINGS_KEY])
         except Exception as exc:  # never raise from the summary: the record is already written
             terminalreporter.write_line(f"longctx: could not print the summary: {type(exc).__name__}: {exc}",
                                         red=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A usage error a fixture found exits 4. Last, after plugins that OR exit codes (syrupy: 4 | 2 would be 6)."""
+    state = session.config.stash.get(RUN_KEY, None)
+    if state is not None and state.usage_error is not None:
+        session.exitstatus = pytest.ExitCode.USAGE_ERROR
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

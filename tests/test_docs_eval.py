@@ -109,10 +109,10 @@ def test_a_folder_without_approved_items_stops_with_one_line(tmp_path: Path) -> 
     qa.write_text(qa.read_text().replace('"approved"', '"pending"'))
     rc, record, out = run_docs(tmp_path, "--longctx-model", "fake/perfect", "--longctx-samples", "2",
                                "--longctx-docs", str(folder))
-    assert rc == 2, out  # interrupted: a usage error stops the run
-    errors = [t for t in record["trials"] if t["outcome"] == "error"]
-    assert errors and all("no approved QA items (3 pending, 1 rejected, 1 stale)" in t["error"] for t in errors)
-    assert record["stopped"].startswith(f"UsageError: {qa}: no approved QA items")
+    assert rc == 4, out  # a usage error found by a fixture stops the run with pytest's usage-error code
+    assert record == {}  # bad input is not a result: no run record
+    assert out.count("no approved QA items (3 pending, 1 rejected, 1 stale)") == 1, out
+    assert f"usage error: {qa}: no approved QA items" in out
     assert "Traceback" not in out
 
 
