@@ -30,8 +30,8 @@ async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_to
         question = qa.question_at(longctx.sample)
         if question is None:
             pytest.skip("no eligible question left for this sample")
-        if qa.pieces[question.section_id].tokens > context_tokens:
-            pytest.skip(f"section of {question.id} is longer than {context_tokens} tokens")
+        if not qa.fits(question, context_tokens):
+            pytest.skip(f"no {context_tokens}-token context can be filled around {question.id}'s section")
     else:
         question = qa.question(longctx.sample, context_tokens)
     built = qa.build(question, context_tokens, where, collage_seed(longctx, context_tokens, where))
