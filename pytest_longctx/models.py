@@ -25,6 +25,9 @@ class Profile:
     lrt_shuffles: tuple[str, ...] = ()
     docs_depths: tuple[int, ...] = ()
     docs_fractions: tuple[int, ...] = ()
+    #: Trials per LRT / docs cell for slow models when --longctx-samples is not given (0: --longctx-samples default).
+    lrt_samples: int = 0
+    docs_samples: int = 0
     #: qa defaults for slow models: sizes, trials per cell, prompt variants ("plain/none"), scoring
     qa_sizes: tuple[int, ...] = ()
     qa_samples: int = 0

@@ -40,10 +40,9 @@ def test_load_counts_tokens_once_per_document(docs: DocsExperiment) -> None:
 
 @pytest.mark.parametrize("depth", [0, 25, 50, 75, 100])
 def test_answer_document_once_at_the_requested_token_depth(docs: DocsExperiment, depth: int) -> None:
-    for seed in range(8):
-        rng = random.Random(seed)
-        item = docs.pick(rng)
-        stack = docs.at_depth(item, depth, rng)
+    for sample in range(8):
+        item = docs.item_for(sample)
+        stack = docs.at_depth(item, depth)
         context = context_of(docs.question(item, docs.render(stack)))
         answer_block = docs.blocks[item.doc]
         assert context.count(answer_block) == 1
@@ -54,27 +53,25 @@ def test_answer_document_once_at_the_requested_token_depth(docs: DocsExperiment,
         rest = COUNT(before + after)
         measured = 100 * COUNT(before) / rest
         half_doc = 100 * (max(docs.counts.values()) / 2 + docs.sep_tokens + 2) / rest
-        assert abs(measured - depth) <= half_doc, (seed, measured)
+        assert abs(measured - depth) <= half_doc, (sample, measured)
         assert abs(measured - stack.depth) <= 1.0
 
 
 def test_window_budget_limits_the_context(tmp_path: Path) -> None:
     small = DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=1500)
-    for seed in range(10):
-        rng = random.Random(seed)
-        item = small.pick(rng)
-        stack = small.at_depth(item, 50, rng)
+    for sample in range(10):
+        item = small.item_for(sample)
+        stack = small.at_depth(item, 50)
         assert COUNT(small.render(stack)) <= 1500 + 10 and stack.docs.count(item.doc) == 1
-        sized = small.of_size(item, 0, rng)
+        sized = small.of_size(item, 0)
         assert sized.docs == (item.doc,)
     with pytest.raises(UsageError, match=r"more than the docs context budget of 300 \(--longctx-docs-context\)"):
         DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=300)
 
 
 def test_rag_context_is_top_k_chunks_of_the_same_documents(docs: DocsExperiment) -> None:
-    rng = random.Random(3)
-    item = docs.pick(rng)
-    stack = docs.of_size(item, 50, rng)
+    item = docs.item_for(3)
+    stack = docs.of_size(item, 50)
     context, detail = docs.retrieve(stack, item)
     assert len(detail["retrieved"]) == 4 and detail["top_k"] == 4
     assert {cid.split("#")[0] for cid in detail["retrieved"]} <= set(stack.docs)
@@ -143,7 +140,7 @@ def test_judge_with_the_models_own_client_keeps_the_answer_as_raw(docs: DocsExpe
     t = trial(client)
     item = docs.items[0]
     rng = random.Random(0)
-    answer = asyncio.run(t.ask(docs.question(item, docs.render(docs.at_depth(item, 50, rng))),
+    answer = asyncio.run(t.ask(docs.question(item, docs.render(docs.at_depth(item, 50))),
                                oracle=docs.oracle(item, rng)))
     graded = asyncio.run(docs.grade(t, client, item, answer))
     assert graded.correct and t.raw == item.answer and t.detail["judge"] is True and len(t.completions) == 2
@@ -160,3 +157,36 @@ def test_no_approved_items_is_a_usage_error(tmp_path: Path) -> None:
     (tmp_path / "longctx-qa.jsonl").unlink()
     with pytest.raises(UsageError, match=r"no QA file; run `python -m pytest_longctx\.docs generate"):
         DocsExperiment.load(tmp_path, count_tokens=COUNT, budget=8000)
+
+
+# -- paired cells and the source protocol ----------------------------------------------------------
+
+def test_sample_i_asks_item_i_in_every_cell_with_the_same_distractors(docs: DocsExperiment) -> None:
+    items = [docs.item_for(i) for i in range(len(docs.items))]
+    assert sorted(it.id for it in items) == sorted(it.id for it in docs.items)  # each item once, no replacement
+    again = DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=199_488)
+    assert [again.item_for(i).id for i in range(5)] == [it.id for it in items[:5]]  # seeded, not per process
+    other = DocsExperiment(**{**docs.__dict__, "seed": 1})
+    assert [other.item_for(i).id for i in range(5)] != [it.id for it in items[:5]]
+    small = DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=1500)
+    item = small.item_for(0)
+    depths = [small.at_depth(item, d) for d in (0, 50, 100)]
+    assert len({frozenset(s.docs) for s in depths}) == 1  # only the answer's position changes
+    assert [s.answer_index for s in depths][0] == 0 and depths[-1].answer_index == len(depths[-1].docs) - 1
+    assert small.of_size(item, 50) == small.of_size(item, 50)  # long-context and rag arms see one stack
+    assert set(small.of_size(item, 25).docs) <= set(small.of_size(item, 100).docs)
+
+
+def test_source_protocol_one_pair_per_document_plain_documents_and_its_prompts() -> None:
+    src = DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=199_488, protocol="source")
+    assert len(src.items) == len(src.docs) == 14 and len({it.doc for it in src.items}) == 14
+    assert src.scorer == "judge" and src.use_judge
+    item = src.item_for(0)
+    request = src.question(item, src.render(src.at_depth(item, 50)))
+    text = request.messages[0].content
+    assert request.template == "docs-source-answer@1" and "[Document: " not in text
+    assert text.startswith("Using only the context provided") and text.endswith(f"Question: {item.question}\nAnswer:")
+    t = trial(ModelClient(FakeBackend("perfect"), None))
+    judge = Scripted('{"correct": true}')
+    graded = asyncio.run(src.grade(t, ModelClient(judge, None), item, "It is " + item.answer))
+    assert graded.correct and graded.scorer == "judge" and t.detail["protocol"] == "source"

@@ -257,3 +257,10 @@ def test_review_pins_hand_written_items_to_the_current_text(tmp_path: Path) -> N
     assert main(["review", str(tmp_path)]) == 0
     item = load_qa(tmp_path / "longctx-qa.jsonl")[0]
     assert (item.id, item.status, item.doc_sha) == ("mill/1", "approved", doc_sha((tmp_path / "mill.md").read_text()))
+
+
+def test_generate_with_the_source_protocol_asks_one_pair_per_document(folder: Path) -> None:
+    assert main(["generate", str(folder), "--model", "fake/perfect", "--no-cache", "--protocol", "source"]) == 0
+    items = list(items_by_id(folder).values())
+    assert len(items) == len({it.doc for it in items}) >= 2
+    assert all(it.generated_by == "fake/perfect (docs-source-generate@1)" for it in items)

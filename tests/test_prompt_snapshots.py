@@ -89,3 +89,28 @@ def test_lrt_source_file(snapshot) -> None:
     for mode, lines in (("none", 20), ("full", 20), ("block-10", 40)):
         file = build_source_file(lines, mode, random.Random(0))
         assert lrt_request(file).to_json() == snapshot(name=mode)
+
+
+DOCS = ROOT / "fixtures" / "docs"
+
+
+@pytest.mark.parametrize("protocol", ["longctx", "source"])
+def test_docs_prompts(snapshot, protocol: str) -> None:
+    """The docs experiment's generation, answer and judge prompts (source: the write-up's, word for word)."""
+    from pytest_longctx.docs.experiment import DocsExperiment
+    from pytest_longctx.docs.generate import generation_request
+    from pytest_longctx.docs.judge import judge_request
+
+    docs = DocsExperiment.load(DOCS, count_tokens=TiktokenCounter().count, budget=1500, protocol=protocol)
+    item = docs.item_for(0)
+    generate = generation_request(docs.docs[item.doc], 2, protocol)
+    answer = docs.question(item, docs.render(docs.at_depth(item, 50)))
+    if protocol == "source":
+        from pytest_longctx.docs.source import judge_request as source_judge
+
+        judge = source_judge(item.question, item.answer, "It was " + item.answer + ".")
+    else:
+        judge = judge_request(item.question, " / ".join(item.golds), "It was " + item.answer + ".")
+    assert generate.to_json() == snapshot(name="generate")
+    assert answer.to_json() == snapshot(name="answer")
+    assert judge.to_json() == snapshot(name="judge")

@@ -1,13 +1,29 @@
-"""Fixtures of the docs experiment: the user's documents, their reviewed questions, token counts."""
+"""Fixtures and condition axes of the docs experiment: the user's documents, their reviewed
+questions, token counts; depths, context fractions and trials per cell for the model and protocol."""
 
 from __future__ import annotations
 
 import pytest
 
 from pytest_longctx.client import ModelClient
+from pytest_longctx.docs.conditions import docs_plan
 from pytest_longctx.docs.experiment import DocsExperiment
 from pytest_longctx.errors import UsageError
+from pytest_longctx.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
 from pytest_longctx.options import Settings
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if not {"depth", "context_fraction"} & set(metafunc.fixturenames):
+        return
+    plan = docs_plan(metafunc.config.stash[SETTINGS_KEY])
+    if "depth" in metafunc.fixturenames:
+        metafunc.parametrize("depth", plan.depths)
+    if "context_fraction" in metafunc.fixturenames:
+        metafunc.parametrize("context_fraction", plan.fractions)
+        metafunc.parametrize("arm", plan.arms)
+    if plan.samples is not None:
+        metafunc.definition.stash[CELL_SAMPLES_KEY] = plan.samples
 
 
 @pytest.fixture(scope="session")
@@ -19,4 +35,5 @@ def docs(longctx_settings: Settings, longctx_client: ModelClient) -> DocsExperim
         raise UsageError(f"{folder} not found; pass --longctx-docs DIR (a folder of .txt/.md documents)")
     label = folder.relative_to(s.rootdir).as_posix() if folder.is_relative_to(s.rootdir) else str(folder)
     return DocsExperiment.load(folder, count_tokens=longctx_client.backend.count_tokens, budget=s.docs_context,
-                               review=s.docs_review, scorer=s.docs_scorer, use_judge=s.docs_judge, label=label)
+                               review=s.docs_review, scorer=s.docs_scorer, use_judge=s.docs_judge, label=label,
+                               protocol=s.protocol, seed=s.seed)

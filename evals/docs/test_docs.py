@@ -1,8 +1,9 @@
 """Long-context QA on your own documents (--longctx-docs DIR; default fixtures/docs).
 
-Each trial draws one reviewed question (longctx.rng) about one document of the folder and builds a
-context of whole documents: that document exactly once, among the folder's other documents
-shuffled as distractors. The model answers in one line. The first line is scored by the primary
+Cells are paired: sample i asks the same reviewed question (a seeded order of the items) in every
+depth and size cell, with the same distractor documents, so cells compare with McNemar. The
+context is made of whole documents: the answer document exactly once, among the folder's other
+documents as distractors. The model answers in one line. The first line is scored by the primary
 scorer (--longctx-docs-scorer, default best-subspan match); exact match, token F1 and an LLM
 judge's verdict (and its agreement with subspan) are recorded beside it.
 
@@ -12,6 +13,9 @@ judge's verdict (and its agreement with subspan) are recorded beside it.
 * Context size: the answer document alone (0%) up to the whole budget (100%), the answer at a
   random boundary. The long-context arm reads every document; the rag arm reads the BM25 top-4
   of the same documents cut into ~200-token chunks (retrieval recall is recorded).
+
+``--longctx-protocol source`` runs Snorkel's write-up: its prompts, one QA pair per document, every
+pair at every depth and size, the LLM judge as the scorer (pytest_longctx/docs/source.py).
 """
 
 from __future__ import annotations
@@ -22,15 +26,10 @@ from pytest_longctx.docs.scorers import first_line
 
 pytestmark = pytest.mark.longctx("docs")
 
-DEPTHS = [0, 25, 50, 75, 100]  # % of the context's tokens before the answer document
-FRACTIONS = [0, 25, 50, 75, 100]  # % of the budget filled with documents
-ARMS = ["long-context", "rag"]
 
-
-@pytest.mark.parametrize("depth", DEPTHS)
 async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
-    item = docs.pick(longctx.rng)
-    stack = docs.at_depth(item, depth, longctx.rng)
+    item = docs.item_for(longctx.sample)
+    stack = docs.at_depth(item, depth)
     answer = await longctx.ask(docs.question(item, docs.render(stack)), oracle=docs.oracle(item, longctx.rng))
     longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,
                    **stack.detail())
@@ -38,11 +37,9 @@ async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
     assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"
 
 
-@pytest.mark.parametrize("arm", ARMS)
-@pytest.mark.parametrize("context_fraction", FRACTIONS)
 async def test_context_size(longctx, longctx_judge, docs, context_fraction: int, arm: str) -> None:
-    item = docs.pick(longctx.rng)
-    stack = docs.of_size(item, context_fraction, longctx.rng)
+    item = docs.item_for(longctx.sample)
+    stack = docs.of_size(item, context_fraction)
     context, retrieval = docs.retrieve(stack, item) if arm == "rag" else (docs.render(stack), {})
     answer = await longctx.ask(docs.question(item, context), oracle=docs.oracle(item, longctx.rng))
     longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,

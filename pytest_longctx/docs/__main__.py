@@ -1,6 +1,6 @@
 """Command line: generate and review the QA file of a documents folder.
 
-    python -m pytest_longctx.docs generate DIR --model SPEC [--per-doc 2] [--all]
+    python -m pytest_longctx.docs generate DIR --model SPEC [--per-doc 2] [--all] [--protocol source]
     python -m pytest_longctx.docs review DIR [--approve ID ...] [--reject ID ...] [--approve-all]
 
 Bad input is one line on stderr (exit 2), never a traceback. ``generate`` exits 1 when a
@@ -43,6 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     gen.add_argument("--model", required=True,
                      help="generator model as provider/name, e.g. anthropic/claude-sonnet-4-5")
     gen.add_argument("--per-doc", type=int, default=2, help="pairs to ask for per document (default: 2)")
+    gen.add_argument("--protocol", choices=("longctx", "source"), default="longctx",
+                     help="longctx (this suite's prompt) or source (the Snorkel write-up's prompt, one pair per "
+                          "document) (default: longctx)")
     gen.add_argument("--all", action="store_true",
                      help="generate for every document, not only those without a pending or approved item")
     gen.add_argument("--retries", type=int, default=1, help="repair turns after an unusable reply (default: 1)")
@@ -97,6 +100,11 @@ def _generate(args: argparse.Namespace) -> int:
                          f"{spec.spec}")
     if args.qa_file is not None:  # before it is read: a folder or a missing folder is named as the option
         _check_output(args.qa_file, "--qa-file")
+    template = TEMPLATE
+    if args.protocol == "source":
+        from pytest_longctx.docs.source import GENERATE, PAIRS_PER_DOC
+
+        args.per_doc, template = PAIRS_PER_DOC, GENERATE.ref
     docs, path, items = _load(args)
     if args.qa_file is None:
         _check_output(path, "QA file")
@@ -118,7 +126,7 @@ def _generate(args: argparse.Namespace) -> int:
             raw = " ".join(result.raw.split())[:120]
             print(f"FAILED {result.doc.name}: {result.error}; reply began: {raw!r}")
             continue
-        added, dupes = add_generated(items, result.doc, result.pairs, f"{spec.spec} ({TEMPLATE})")
+        added, dupes = add_generated(items, result.doc, result.pairs, f"{spec.spec} ({template})")
         extra = f", {dupes} duplicate(s) skipped" if dupes else ""
         extra += f" (the reply had {len(result.pairs)} of the {args.per_doc} pairs asked for)" \
             if len(result.pairs) < args.per_doc else ""
@@ -172,7 +180,7 @@ async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespac
         client = ModelClient(backend, None if args.no_cache else ResponseCache(cache_dir),
                              "off" if args.no_cache else "on", args.concurrency)
         try:
-            return await generate_all(client, targets, args.per_doc, args.retries)
+            return await generate_all(client, targets, args.per_doc, args.retries, args.protocol)
         finally:
             await backend.aclose()
     finally:

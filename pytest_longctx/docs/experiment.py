@@ -17,7 +17,7 @@ from typing import Any
 from pytest_longctx.backends.base import Request
 from pytest_longctx.backends.fake import Oracle
 from pytest_longctx.client import ModelClient
-from pytest_longctx.docs import haystack
+from pytest_longctx.docs import haystack, source
 from pytest_longctx.docs.documents import Document, load_documents
 from pytest_longctx.docs.judge import JudgeError, judge_oracle, judge_request, parse_verdict
 from pytest_longctx.docs.qa_file import QAItem, load_qa, qa_path, status_counts, usable_items
@@ -66,18 +66,18 @@ class DocsExperiment:
     scorer: str = "subspan"
     use_judge: bool = True
     fixtures: dict[str, str] = field(default_factory=dict)
+    #: ``longctx`` or ``source`` (Snorkel's write-up: its prompts, one pair per document, the judge scores)
+    protocol: str = "longctx"
+    #: Run seed: which item sample i asks and every context's distractors flow from it (never from the cell)
+    seed: int = 0
 
     @classmethod
     def load(cls, folder: Path, *, count_tokens: Callable[[str], int], budget: int, review: str = "required",
-             scorer: str = "subspan", use_judge: bool = True, label: str | None = None) -> DocsExperiment:
+             scorer: str = "subspan", use_judge: bool = True, label: str | None = None, protocol: str = "longctx",
+             seed: int = 0) -> DocsExperiment:
         """Read the folder and its QA file, count tokens once; bad input is a one-line UsageError."""
         docs = {d.name: d for d in load_documents(folder)}
-        path = qa_path(folder)
-        if not path.exists():
-            raise UsageError(f"{path}: no QA file; run `python -m pytest_longctx.docs generate {folder} --model SPEC` "
-                             "and review it, or write it by hand (one JSON item per line)")
-        all_items = load_qa(path)
-        items = usable_items(all_items, docs, review)
+        all_items, items, path = read_items(folder, docs, review, protocol)
         counts = status_counts(all_items, docs)
         summary = ", ".join(f"{n} {s}" for s, n in counts.items()) or "empty"
         if not items:
@@ -92,7 +92,8 @@ class DocsExperiment:
                                       f"{folder}` shows them"), stacklevel=2)
         if len(docs) < 2:
             raise UsageError(f"{folder}: one document only; the docs experiment needs others as distractors")
-        blocks = {name: haystack.render_block(name, d.text) for name, d in docs.items()}
+        render = haystack.render_block if protocol != "source" else _plain
+        blocks = {name: render(name, d.text) for name, d in docs.items()}
         tokens = {name: count_tokens(block) for name, block in blocks.items()}
         too_big = sorted({it.doc for it in items if tokens[it.doc] > budget})
         if too_big:
@@ -104,14 +105,24 @@ class DocsExperiment:
         digest = hashlib.sha256("\n".join(f"{n} {d.sha}" for n, d in sorted(docs.items())).encode()).hexdigest()
         return cls(folder=folder, docs=docs, items=items, blocks=blocks, counts=tokens, sep_tokens=sep,
                    chunks={name: chunk_document(name, d.text, count_tokens) for name, d in docs.items()},
-                   budget=min(budget, whole), scorer=scorer, use_judge=use_judge,
+                   budget=min(budget, whole), scorer="judge" if protocol == "source" else scorer,
+                   use_judge=use_judge or protocol == "source", protocol=protocol, seed=seed,
                    fixtures={f"docs:{label}": digest,
                              f"docs-qa:{label}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()})
 
     # -- contexts ---------------------------------------------------------------------------------
 
-    def pick(self, rng: random.Random) -> QAItem:
-        return rng.choice(self.items)
+    # -- paired cells: sample i asks item i in every cell ------------------------------------------
+
+    def item_for(self, sample: int) -> QAItem:
+        """The item sample ``sample`` asks in every depth and size cell (a seeded order of the items)."""
+        order = sorted(range(len(self.items)), key=lambda i: self.items[i].id)
+        random.Random(f"docs-items|{self.seed}").shuffle(order)
+        return self.items[order[sample % len(order)]]
+
+    def rng_for(self, item: QAItem, *parts: object) -> random.Random:
+        """A generator that depends on the run seed, the item and ``parts`` only (never on the cell's arm)."""
+        return random.Random("|".join(map(str, ("docs", self.seed, item.id, *parts))))
 
     def _pool(self, item: QAItem, rng: random.Random) -> list[str]:
         """The other documents, shuffled."""
@@ -119,14 +130,26 @@ class DocsExperiment:
         rng.shuffle(pool)
         return pool
 
-    def at_depth(self, item: QAItem, depth: float, rng: random.Random) -> haystack.Haystack:
-        """Answer document at ``depth`` % of a context filled to the budget."""
-        return haystack.at_depth(item.doc, self._pool(item, rng), self.counts, self.sep_tokens, self.budget, depth)
+    def at_depth(self, item: QAItem, depth: float) -> haystack.Haystack:
+        """Answer document at ``depth`` % of a context filled to the budget.
 
-    def of_size(self, item: QAItem, fraction: float, rng: random.Random) -> haystack.Haystack:
-        """Answer document plus distractors up to ``fraction`` % of the budget."""
+        The distractors are the same for every depth of an item; the source protocol shuffles their
+        order per depth ("Shuffle and add distractor docs" inside its loop over positions).
+        """
+        pool = self._pool(item, self.rng_for(item, "pool"))
+        reorder = self.rng_for(item, "depth", depth) if self.protocol == "source" else None
+        return haystack.at_depth(item.doc, pool, self.counts, self.sep_tokens, self.budget, depth, reorder)
+
+    def of_size(self, item: QAItem, fraction: float) -> haystack.Haystack:
+        """Answer document plus distractors up to ``fraction`` % of the budget; the same stack in both arms.
+
+        longctx: one distractor order per item, so a smaller context is part of a larger one; source:
+        a fresh random set per size ("Create randomly ordered set of distractor docs D" per noise level).
+        """
         target = round(fraction / 100 * self.budget)
-        return haystack.of_size(item.doc, self._pool(item, rng), self.counts, self.sep_tokens, target, rng)
+        rng = self.rng_for(item, "size", fraction)
+        pool = self._pool(item, rng if self.protocol == "source" else self.rng_for(item, "pool"))
+        return haystack.of_size(item.doc, pool, self.counts, self.sep_tokens, target, rng)
 
     def render(self, stack: haystack.Haystack) -> str:
         return haystack.render(stack, self.blocks)
@@ -134,13 +157,15 @@ class DocsExperiment:
     def retrieve(self, stack: haystack.Haystack, item: QAItem, k: int = TOP_K) -> tuple[str, dict[str, Any]]:
         """The RAG arm: BM25 top-``k`` chunks of the same documents, and its recall detail."""
         found = retrieve([c for name in stack.docs for c in self.chunks[name]], item.question, k)
-        context = haystack.SEPARATOR.join(haystack.render_block(f"{c.doc}, part {c.index + 1}", c.text) for c in found)
+        context = haystack.SEPARATOR.join(c.text if self.protocol == "source" else
+                                          haystack.render_block(f"{c.doc}, part {c.index + 1}", c.text) for c in found)
         return context, {**retrieval_detail(found, item.doc, item.golds), "top_k": k}
 
     # -- asking and scoring -----------------------------------------------------------------------
 
-    @staticmethod
-    def question(item: QAItem, context: str) -> Request:
+    def question(self, item: QAItem, context: str) -> Request:
+        if self.protocol == "source":
+            return source.answer_request(item.question, context)
         return Request.user(PROMPT.format(context=context, question=item.question), max_tokens=48, template=TEMPLATE)
 
     def oracle(self, item: QAItem, rng: random.Random) -> Oracle:
@@ -161,13 +186,14 @@ class DocsExperiment:
         detail: dict[str, Any] = {}
         if self.use_judge:
             raw = trial.raw
-            reply = await trial.ask(judge_request(item.question, " / ".join(item.golds), first_line(answer)),
-                                    oracle=judge_oracle(scores.subspan), client=judge)
+            request = (source.judge_request(item.question, item.answer, answer.strip()) if self.protocol == "source"
+                       else judge_request(item.question, " / ".join(item.golds), first_line(answer)))
+            reply = await trial.ask(request, oracle=judge_oracle(scores.subspan), client=judge)
             trial.raw = raw  # the judge may share the model's client; keep the model's answer as raw
             verdict = parse_verdict(reply)
             if verdict is None:
                 detail["judge_reply"] = reply[:300]
-        trial.record(scorer=self.scorer, em=scores.em, f1=scores.f1, subspan=scores.subspan, judge=verdict,
+        trial.record(scorer=self.scorer, protocol=self.protocol, em=scores.em, f1=scores.f1, subspan=scores.subspan, judge=verdict,
                      judge_agree=None if verdict is None else verdict == scores.subspan, budget=self.budget,
                      fixtures=self.fixtures, **detail)
         if self.scorer == "judge":
@@ -175,3 +201,25 @@ class DocsExperiment:
                 raise JudgeError(f"judge reply has no verdict: {detail['judge_reply'][:120]!r}")
             return Graded(verdict, "judge")
         return Graded(scores.correct(self.scorer), self.scorer)
+
+
+def _plain(name: str, text: str) -> str:
+    """A document in a source-protocol context: its text alone."""
+    return text
+
+
+def read_items(folder: Path, docs: dict[str, Document], review: str,
+               protocol: str = "longctx") -> tuple[list[QAItem], list[QAItem], Path]:
+    """All items of the folder's QA file and the usable ones (source protocol: the first per document)."""
+    path = qa_path(folder)
+    if not path.exists():
+        raise UsageError(f"{path}: no QA file; run `python -m pytest_longctx.docs generate {folder} --model SPEC` "
+                         "and review it, or write it by hand (one JSON item per line)")
+    all_items = load_qa(path)
+    items = usable_items(all_items, docs, review)
+    if protocol == "source":
+        first: dict[str, QAItem] = {}
+        for it in items:
+            first.setdefault(it.doc, it)
+        items = list(first.values())
+    return all_items, items, path

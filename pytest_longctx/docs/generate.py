@@ -112,7 +112,12 @@ def parse_qa_reply(text: str) -> Parsed:
     return parsed
 
 
-def generation_request(doc: Document, n: int) -> Request:
+def generation_request(doc: Document, n: int, protocol: str = "longctx") -> Request:
+    """longctx: ``n`` pairs as a JSON list; source: the write-up's prompt for one pair (``n`` is ignored)."""
+    if protocol == "source":
+        from pytest_longctx.docs import source
+
+        return source.generation_request(doc.text)
     return Request.user(PROMPT.format(n=n, name=doc.name, text=doc.text), max_tokens=160 * n + 64,
                         template=TEMPLATE)
 
@@ -135,9 +140,10 @@ class DocResult:
     raw: str = ""
 
 
-async def generate_for_doc(client: ModelClient, doc: Document, n: int, retries: int = 1) -> DocResult:
+async def generate_for_doc(client: ModelClient, doc: Document, n: int, retries: int = 1,
+                           protocol: str = "longctx") -> DocResult:
     """Ask for ``n`` pairs; on an unusable reply, ask again (``retries`` repair turns)."""
-    request = first = generation_request(doc, n)
+    request = first = generation_request(doc, n, protocol)
     oracle = fake_oracle(doc, n) if client.backend.provider == "fake" else None
     result = DocResult(doc)
     for attempt in range(retries + 1):
@@ -168,13 +174,14 @@ class GenerationStopped(FatalBackendError):
         self.results = results
 
 
-async def generate_all(client: ModelClient, docs: Sequence[Document], n: int, retries: int = 1) -> list[DocResult]:
+async def generate_all(client: ModelClient, docs: Sequence[Document], n: int, retries: int = 1,
+                       protocol: str = "longctx") -> list[DocResult]:
     """Generate for every document concurrently (the client's limit applies), in document order.
 
     A fatal backend error cancels every request not yet answered and raises :class:`GenerationStopped`
     with the documents finished before it, so they can be saved.
     """
-    tasks = [asyncio.ensure_future(generate_for_doc(client, d, n, retries)) for d in docs]
+    tasks = [asyncio.ensure_future(generate_for_doc(client, d, n, retries, protocol)) for d in docs]
     try:
         await asyncio.gather(*tasks)
     except FatalBackendError as exc:

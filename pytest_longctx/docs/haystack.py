@@ -89,9 +89,12 @@ def nearest_boundary(distractors: Sequence[str], counts: Mapping[str, int], sep:
 
 
 def at_depth(answer: str, pool: Sequence[str], counts: Mapping[str, int], sep: int, budget: int,
-             depth: float) -> Haystack:
-    """Fill ``budget`` with distractors from ``pool``, then put the answer at ``depth`` percent."""
+             depth: float, reorder: random.Random | None = None) -> Haystack:
+    """Fill ``budget`` with distractors from ``pool`` (then shuffled with ``reorder``, if given) and put the
+    answer at ``depth`` percent."""
     distractors = fill(answer, pool, counts, budget, sep)
+    if reorder is not None:
+        reorder.shuffle(distractors)
     return place(answer, distractors, counts, sep, nearest_boundary(distractors, counts, sep, depth))
 
 

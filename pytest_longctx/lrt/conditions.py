@@ -71,5 +71,10 @@ def lrt_plan(settings: Settings) -> LrtPlan:
         shuffles = list(SOURCE_SHUFFLES)
     else:
         shuffles = list(profile.lrt_shuffles or SHUFFLES)
-    samples = SOURCE_TRIALS if source and not settings.samples_given else None
+    if settings.samples_given or settings.samples_all:
+        samples = None
+    elif source:
+        samples = SOURCE_TRIALS
+    else:
+        samples = profile.lrt_samples or None
     return LrtPlan(lines=lines, shuffles=shuffles, samples=samples, skipped=skipped, window=window)

@@ -218,11 +218,10 @@ def controls_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
 
 
 def docs_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
-    return [accuracy_lines(cells, "depth", ["arm"], "Accuracy by answer depth (%)"),
-            accuracy_lines(cells, "context_fraction", ["arm"], "Accuracy by context fraction, long context vs RAG"),
-            mean_lines(cells, trials, "retrieval_recall", "context_fraction", "arm", "Retrieval recall (RAG)")
-            or mean_lines(cells, trials, "retrieval_recall", "depth", "arm", "Retrieval recall (RAG)"),
-            judge_agreement(trials, "arm", "Judge agreement")]
+    """The docs package's figures (imported lazily: it builds on this module)."""
+    from pytest_longctx.docs.report import docs_figures as build
+
+    return build(cells, trials)
 
 
 FIGURES: dict[str, Callable[[Cells, Trials], list[Figure | None]]] = {
