@@ -12,7 +12,6 @@ import hashlib
 import math
 import socket
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -289,31 +288,36 @@ def test_retries_honour_retry_after_and_auth_failures_are_fatal() -> None:
 
 
 def test_stopping_the_server_mid_request_does_not_hang(tmp_path: Path) -> None:
-    """xllamacpp's Server destructor hangs on an in-flight request; the child process must not."""
+    """xllamacpp's Server destructor hangs on an in-flight request; the child process must not.
+
+    The request streams, so its first token proves it is being generated when the server is stopped;
+    the child must then exit by itself on stdin EOF (exit 0), not need SIGTERM/SIGKILL from ``stop``.
+    """
     srv = LocalModelServer(MODEL, cache_dir=tmp_path, context_window=512, parallel=1)
     url = srv.start()
-    pid = srv.pid
-    errors: list[BaseException] = []
+    proc = srv._proc
+    assert proc is not None
+    generating, errors = threading.Event(), []
 
     def long_request() -> None:
+        body = {"prompt": "Tell a story.", "n_predict": 400, "ignore_eos": True, "stream": True}
         try:
-            httpx.post(
-                f"{url}/completion",
-                json={"prompt": "Tell a story.", "n_predict": 400, "ignore_eos": True},
-                timeout=60,
-                trust_env=False,
-            )
+            with httpx.stream("POST", f"{url}/completion", json=body, timeout=60, trust_env=False) as response:
+                for _ in response.iter_lines():
+                    generating.set()
         except httpx.HTTPError as exc:
             errors.append(exc)
+        finally:
+            generating.set()
 
     thread = threading.Thread(target=long_request)
     thread.start()
-    time.sleep(0.5)
-    start = time.monotonic()
+    assert generating.wait(timeout=60) and thread.is_alive(), "the request should still be generating"
     srv.stop()
-    assert time.monotonic() - start < 10
-    thread.join(timeout=30)
+    thread.join(timeout=60)
+    assert not thread.is_alive()
     assert errors, "the in-flight request should have been cut off"
-    assert pid is not None and not Path(f"/proc/{pid}").exists()
+    assert proc.returncode == 0, f"the child needed a signal to stop (exit {proc.returncode})"
+    assert not Path(f"/proc/{proc.pid}").exists()
     with pytest.raises(BackendError, match="not running"):
         _ = srv.base_url
