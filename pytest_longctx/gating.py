@@ -44,6 +44,14 @@ class Threshold:
     alpha: float | None = None
     min_n: int = 1
 
+    def canonical(self) -> str:
+        """The expression in its canonical spelling: ``parse_threshold(t.canonical())`` gives ``t`` back."""
+        selector = ",".join(f"{k}={v}" for k, v in self.selector) or "*"
+        spec = f"min={self.value!r}" if self.kind == "min" else f"max-drop={self.value!r}"
+        if self.alpha is not None:
+            spec += f"/sig={self.alpha!r}"
+        return f"{selector}:{spec}" + (f"@n={self.min_n}" if self.min_n != 1 else "")
+
     def matches(self, experiment: str, params: Mapping[str, Any]) -> bool:
         for key, pattern in self.selector:
             if key == "experiment":
