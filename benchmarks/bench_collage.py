@@ -2,8 +2,8 @@
 
     python benchmarks/bench_collage.py [--contexts 20] [--budget 100000]
 
-Prints both timings measured side by side in one run, and their ratio. Needs the shared Federal Register
-issue (../shared/corpora/...) or --xml PATH.
+Prints both timings measured side by side in one run, and their ratio. Finds the Federal Register issue
+as a run does (--data-dir, $LONGCTX_DATA_DIR, the cache, a download) or takes --xml PATH.
 """
 
 from __future__ import annotations
@@ -15,24 +15,30 @@ import time
 from pathlib import Path
 
 from pytest_longctx.context.collage import Piece, build_collage
-from pytest_longctx.corpus.federal_register import load_issue
+from pytest_longctx.corpus.federal_register import load_issue, locate
 from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.errors import UsageError
 from pytest_longctx.qa.experiment import WRAP, QaData
 from pytest_longctx.qa.questions import load_questions
 
 ROOT = Path(__file__).resolve().parents[1]
-XML = ROOT.parent / "shared" / "corpora" / "federal_register_2024-02-12" / "current" / "FR-2024-02-12.xml"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", type=int, default=20)
     parser.add_argument("--budget", type=int, default=100_000)
-    parser.add_argument("--xml", type=Path, default=XML)
+    parser.add_argument("--xml", type=Path, default=None)
+    parser.add_argument("--data-dir", default=None, help="a corpus folder or folder of corpora (../shared/corpora)")
     args = parser.parse_args()
     counter = TiktokenCounter()
+    try:
+        xml = args.xml or locate("2024-02-12", path=None, data_dir=args.data_dir,
+                                 cache_dir=ROOT / ".longctx-cache" / "corpora")
+    except UsageError as exc:
+        raise SystemExit("error: " + str(exc).replace("--longctx-data-dir", "--data-dir")) from None
     with tempfile.TemporaryDirectory() as tmp:
-        issue = load_issue(args.xml, "2024-02-12", counter, Path(tmp))
+        issue = load_issue(xml, "2024-02-12", counter, Path(tmp))
         questions = load_questions(ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl")
         qa = QaData.load(issue, questions, counter.count, counter.name, Path(tmp), 0, "bench/none")
 
