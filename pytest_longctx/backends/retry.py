@@ -14,6 +14,7 @@ at once without sending.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -25,12 +26,23 @@ from pytest_longctx.errors import BackendError, FatalBackendError
 T = TypeVar("T")
 
 
+#: Environment variable scaling the backoff: seconds of the first retry's upper bound (default 0.5).
+BASE_ENV = "LONGCTX_RETRY_BASE_S"
+
+
+def _base_from_env() -> float:
+    try:
+        return max(0.0, float(os.environ.get(BASE_ENV, "0.5")))
+    except ValueError:
+        return 0.5
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How many times and how long to wait between attempts."""
+    """How many times and how long to wait between attempts (``$LONGCTX_RETRY_BASE_S`` sets ``base_s``)."""
 
     attempts: int = 6
-    base_s: float = 0.5
+    base_s: float = field(default_factory=_base_from_env)
     cap_s: float = 30.0
 
     def delay(self, attempt: int, rng: random.Random, retry_after: float | None = None) -> float:
