@@ -248,7 +248,8 @@ def resolve(config: pytest.Config) -> Settings:
     rootdir = Path(str(config.rootpath))
     compare = Path(str(raw["compare"])) if raw["compare"] else None
     if compare is not None and not compare.is_file():
-        raise UsageError(f"{by['compare'].flag}: {compare} not found; pass an earlier run's longctx.json")
+        what = "is a folder" if compare.is_dir() else "not found"
+        raise UsageError(f"{by['compare'].flag}: {compare} {what}; pass an earlier run's longctx.json")
     protocol = str(raw["protocol"])
     if protocol not in ("source", "longctx"):
         raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")

@@ -30,11 +30,11 @@ def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
         from pytest_longctx.schema import load_record
 
         baseline = load_record(settings.compare, flag="--longctx-compare")
-    from pytest_longctx.reporting.writer import report_dir_problem
+    from pytest_longctx.fsutil import folder_problem
 
-    problem = report_dir_problem(settings.report_dir)
+    problem = folder_problem(settings.report_dir)
     if problem is not None:
-        raise UsageError(f"--longctx-report-dir: {problem}; pass a writable folder")
+        raise UsageError(f"--longctx-report-dir: {settings.report_dir} {problem}; pass a writable folder")
     return baseline
 
 

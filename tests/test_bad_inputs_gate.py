@@ -162,13 +162,13 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
         lambda p: ["--longctx-compare", p.write("outcome.json", p.baseline(
             trials=[{**t, "outcome": "maybe"} for t in p.baseline()["trials"]]))],
         'outcome.json: trials[0].outcome is "maybe", not one of correct, incorrect, error'),
-    "compare-a-folder": (lambda p: ["--longctx-compare", str(p.path)], "--longctx-compare:"),
+    "compare-a-folder": (lambda p: ["--longctx-compare", str(p.path)], "is a folder; pass an earlier run's longctx.json"),
     "compare-missing": (lambda p: ["--longctx-compare", "nowhere/longctx.json"],
                         "--longctx-compare: nowhere/longctx.json not found"),
     "report-dir-is-a-file": (lambda p: ["--longctx-report-dir", p.write("afile", "x")],
                              "is a file, not a folder; pass a writable folder"),
     "report-dir-under-a-file": (lambda p: ["--longctx-report-dir", p.write("afile2", "x") + "/reports"],
-                                "is a file, so"),
+                                "cannot be created: "),
 }
 
 
@@ -195,7 +195,7 @@ def test_read_only_report_dir_is_a_usage_error(project: Project) -> None:
         locked.chmod(0o700)
     out = _out(run)
     assert run.ret == pytest.ExitCode.USAGE_ERROR
-    _one_line(out, "--longctx-report-dir: cannot write to")
+    _one_line(out, "is not writable")
     _assert_untouched(project)
 
 

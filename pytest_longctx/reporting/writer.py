@@ -70,25 +70,3 @@ def fallback_dir(cache_dir: Path) -> Path:
             continue
     raise OSError("no writable fallback folder (cache dir and temp dir both failed)")
 
-
-def report_dir_problem(report_dir: Path) -> str | None:
-    """Why reports cannot be written to ``report_dir`` (None when they can); nothing is created.
-
-    Checked at start-up so that a run never ends with results it cannot store. An existing folder
-    is probed by creating and removing a temporary file; a missing one must have a writable ancestor.
-    """
-    if report_dir.exists() and not report_dir.is_dir():
-        return f"{report_dir} is a file, not a folder"
-    for parent in (report_dir, *report_dir.parents):
-        if not parent.exists():
-            continue
-        if not parent.is_dir():
-            return f"{parent} is a file, so {report_dir} cannot be created"
-        try:
-            fd, probe = tempfile.mkstemp(dir=parent, prefix=".longctx-probe-")
-        except OSError as exc:
-            return f"cannot write to {parent} ({exc.strerror or exc})"
-        os.close(fd)
-        Path(probe).unlink(missing_ok=True)
-        return None
-    return f"no existing folder above {report_dir}"
