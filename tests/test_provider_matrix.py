@@ -242,9 +242,16 @@ def test_a_dead_endpoint_stops_the_run_naming_its_url(matrix: Any, monkeypatch: 
 # --- the real local model ---------------------------------------------------------------------
 
 
+@pytest.fixture
+def local_model(request: pytest.FixtureRequest) -> LocalModelServer:
+    """The real local model: the module-scoped ``server`` of tests/test_local_backend.py."""
+    srv: LocalModelServer = request.getfixturevalue("server")
+    return srv
+
+
 def test_local_runs_on_the_real_model_and_the_rerun_is_cached(matrix: Any, monkeypatch: pytest.MonkeyPatch,
-                                                              server: LocalModelServer) -> None:
-    monkeypatch.setenv(URL_ENV, server.base_url)
+                                                              local_model: LocalModelServer) -> None:
+    monkeypatch.setenv(URL_ENV, local_model.base_url)
     first = matrix.run("--longctx-samples", "1", model=MODELS["local"], cache=True)
     assert first.ret == 0 and outcomes(first.record)["error"] == 0 and len(first.record["trials"]) == 2
     assert all(t["raw"].strip() and t["input_tokens"] > 20 for t in first.record["trials"])  # real answers
@@ -255,8 +262,8 @@ def test_local_runs_on_the_real_model_and_the_rerun_is_cached(matrix: Any, monke
 
 @pytest.mark.parametrize("prefetch", ["on", "off"])
 def test_openai_against_the_local_models_own_chat_endpoint(matrix: Any, monkeypatch: pytest.MonkeyPatch,
-                                                           server: LocalModelServer, prefetch: str) -> None:
-    monkeypatch.setenv("OPENAI_BASE_URL", server.base_url + "/v1")
+                                                           local_model: LocalModelServer, prefetch: str) -> None:
+    monkeypatch.setenv("OPENAI_BASE_URL", local_model.base_url + "/v1")
     monkeypatch.delenv("OPENAI_API_KEY")  # a local server needs no key
     run = matrix.run("--longctx-samples", "1", "--longctx-prefetch", prefetch, model="openai/smollm2-135m",
                      cache=True)
