@@ -95,6 +95,10 @@ def run_plan(args: tuple[str, ...] | list[str], cwd: Path, work: Path,
         proc.kill()
         proc.wait()
         raise
+    if proc.returncode == 4:  # bad input the child found after collecting (e.g. a threshold matching no cell)
+        errors = [line.removeprefix("ERROR: ") for line in stderr.splitlines() if line.startswith("ERROR: ")]
+        if errors:
+            raise PlanUsageError(errors[-1])
     if proc.returncode not in (0, 5):
         tail = (stdout + stderr).strip().splitlines()[-2:]
         raise PlanFailed(f"planning the run failed (exit {proc.returncode}): {' | '.join(tail)}")
@@ -116,6 +120,14 @@ def plan_args(config: Any) -> list[str]:
 
 class PlanFailed(Exception):
     """The child plan run failed; the run goes on without prefetch (its tests will show why)."""
+
+
+class PlanUsageError(PlanFailed):
+    """The child plan run found a usage error (its one line): the run must stop before anything is sent.
+
+    Under xdist the controller does not collect, so this is how it learns, before the workers start,
+    that e.g. a threshold selector matches none of the collected cells.
+    """
 
 
 def read_plan(plan_file: Path) -> Iterator[dict[str, Any]]:

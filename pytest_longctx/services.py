@@ -47,7 +47,7 @@ def start_prefetch(config: pytest.Config) -> None:
         return
     from pytest_longctx.backends import build_backend
     from pytest_longctx.backends.cache import ResponseCache
-    from pytest_longctx.prefetch import Dispatcher, PlanFailed, plan_args, plan_path, run_plan
+    from pytest_longctx.prefetch import Dispatcher, PlanFailed, PlanUsageError, plan_args, plan_path, run_plan
 
     s = config.stash[SETTINGS_KEY]
     shared = config.stash[SHARED_KEY]
@@ -66,9 +66,12 @@ def start_prefetch(config: pytest.Config) -> None:
         if dispatcher is not None:
             dispatcher.plan_finished(ok=False)  # requests already sent still land in the cache
             dispatcher.join(timeout=5)
-        if s.batch:
-            from pytest_longctx.errors import UsageError
+        from pytest_longctx.errors import UsageError
 
+        if isinstance(exc, PlanUsageError):
+            shutil.rmtree(work, ignore_errors=True)
+            raise UsageError(str(exc)) from None
+        if s.batch:
             raise UsageError(f"--longctx-batch: {exc}") from None
         state.notes.append(f"prefetch off: {exc}")
         shutil.rmtree(work, ignore_errors=True)

@@ -368,3 +368,21 @@ def test_a_bug_while_finishing_saves_the_trials_and_exits_3(project: Project, mo
     assert (reports / "longctx.json").read_bytes() == project.record_bytes and not (reports / "history").exists()
     for name, data in project.cache_before.items():
         assert (project.path / "cache" / name).read_bytes() == data
+
+
+def test_selector_without_cell_under_xdist_with_a_remote_model_is_a_usage_error_before_any_request(
+        longctx_runner: Any, api: Any) -> None:
+    """With a remote model the controller plans the run in a child that collects: it finds the bad selector."""
+    from tests.passkey_api import EVAL, MODEL
+
+    srv = api()
+    longctx_runner.pytester.makepyfile(test_eval=EVAL)
+    run = longctx_runner.run("-n", "2", "--longctx-samples", "2", "--longctx-threshold", "experiment=dmeo:0.9",
+                             model=MODEL, cache=True)
+    out = _out(run)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, out
+    line = _one_line(out, "'experiment=dmeo:0.9' matches none of the collected cells")
+    assert line.startswith("ERROR: --longctx-threshold: ")
+    assert srv.stats.endpoints == {}  # nothing sent, nothing counted
+    assert not (run.report_dir / "longctx.json").exists()
+    print("ROW | selector-matches-no-cell -n 2, anthropic model (planned in a child) | exit 4 |", line)
