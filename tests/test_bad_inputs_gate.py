@@ -10,6 +10,7 @@ record moves to ``history/0001.json`` unchanged.
 
 from __future__ import annotations
 
+import html
 import json
 import os
 from dataclasses import dataclass, field
@@ -162,7 +163,8 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
         lambda p: ["--longctx-compare", p.write("outcome.json", p.baseline(
             trials=[{**t, "outcome": "maybe"} for t in p.baseline()["trials"]]))],
         'outcome.json: trials[0].outcome is "maybe", not one of correct, incorrect, error'),
-    "compare-a-folder": (lambda p: ["--longctx-compare", str(p.path)], "is a folder; pass an earlier run's longctx.json"),
+    "compare-a-folder": (lambda p: ["--longctx-compare", str(p.path)],
+                         "is a folder; pass an earlier run's longctx.json"),
     "compare-missing": (lambda p: ["--longctx-compare", "nowhere/longctx.json"],
                         "--longctx-compare: nowhere/longctx.json not found"),
     "report-dir-is-a-file": (lambda p: ["--longctx-report-dir", p.write("afile", "x")],
@@ -283,9 +285,11 @@ def test_significance_without_paired_trials_is_a_gate_error(project: Project) ->
 
 
 def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> None:
-    _, out = _gate_error_run(project, "--longctx-threshold", "*:0.5@n=30", model="fake/perfect")
+    run, out = _gate_error_run(project, "--longctx-threshold", "*:0.5@n=30", model="fake/perfect")
     line = _one_line(out, "gate error:")
     assert "threshold '*:0.5@n=30' checked no cell: each of its 2 cells has too few scored trials" in line
+    page = html.unescape((run.report_dir / "longctx.html").read_text(encoding="utf-8"))
+    assert '<div class="gate error">' in page and f'<div class="banner fail">{line}</div>' in page
     print("ROW | @n=30 with 2 samples | exit 11 |", line)
 
 
