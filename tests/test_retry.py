@@ -1,0 +1,76 @@
+"""The one retry loop every HTTP backend shares, against the scripted server's OpenAI and llama.cpp dialects."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pytest_longctx.backends.base import Request
+from pytest_longctx.backends.local import LocalBackend
+from pytest_longctx.backends.openai_compat import OpenAIBackend
+from pytest_longctx.backends.retry import Retrier, RetryPolicy, Verdict
+from pytest_longctx.errors import BackendError, FatalBackendError
+from pytest_longctx.server import FaultPlan, MessagesServer
+
+FAST = RetryPolicy(attempts=3, base_s=0.0)
+
+
+def test_connection_failures_with_answers_between_never_declare_the_endpoint_dead() -> None:
+    retrier = Retrier("t", "http://x", FAST)
+    script = iter(["reset", "reset", "ok", "reset", "reset", "ok", "reset", "reset", "reset"])
+
+    async def attempt() -> str:
+        if next(script) == "reset":
+            raise ConnectionResetError("reset by peer")
+        return "answer"
+
+    def judge(exc: Exception) -> Verdict:
+        return Verdict("retry", str(exc), unreachable=True)
+
+    async def go() -> None:
+        assert await retrier.run(attempt, judge) == "answer"
+        assert await retrier.run(attempt, judge) == "answer"
+        with pytest.raises(FatalBackendError, match="cannot reach http://x: 3 connection failures in a row"):
+            await retrier.run(attempt, judge)
+        with pytest.raises(FatalBackendError):  # later calls fail at once, sending nothing
+            await retrier.run(attempt, judge)
+
+    asyncio.run(go())
+
+
+def test_openai_halves_its_requests_in_flight_on_429_and_honours_retry_after() -> None:
+    with MessagesServer("echo", faults=FaultPlan(sequence=("429", "429"), retry_after=0.01)) as srv:
+        backend = OpenAIBackend("gpt-x", base_url=srv.base_url + "/v1", tokenize=False, max_concurrency=8,
+                                policy=FAST)
+
+        async def go() -> str:
+            try:
+                return (await backend.complete(Request.user("hello"))).text
+            finally:
+                await backend.aclose()
+
+        assert asyncio.run(go()) == "hello"
+        limit = backend.retrier.limit
+        assert limit is not None and limit.throttled == 2 and limit.current < 8
+        assert srv.stats.endpoints == {"chat.completions": 3}
+
+
+def test_a_request_the_server_refuses_fails_once_without_retry() -> None:
+    with MessagesServer("echo", models=["gpt-known"]) as srv:
+        backend = OpenAIBackend("gpt-unknown", base_url=srv.base_url + "/v1", tokenize=False, policy=FAST)
+        with pytest.raises(BackendError, match="HTTP 404") as info:
+            asyncio.run(backend.complete(Request.user("hello")))
+        assert not isinstance(info.value, FatalBackendError) and srv.stats.endpoints == {"chat.completions": 1}
+
+
+def test_blocking_token_counts_go_through_the_loop_inside_a_running_event_loop() -> None:
+    """count_tokens is synchronous and called from async tests: the same loop runs without awaiting the event loop."""
+    with MessagesServer("echo") as srv:
+        backend = LocalBackend("smollm2-135m", base_url=srv.base_url, policy=FAST)
+
+        async def go() -> int:
+            return backend.count_tokens("one two three, four")
+
+        assert asyncio.run(go()) == 5  # the server's counter: 4 words and a comma
+        assert srv.stats.endpoints == {"tokenize": 1}
