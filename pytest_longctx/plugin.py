@@ -66,14 +66,13 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.plan_out is not None:  # this run's planned requests only, not the last run's as well
             settings.plan_out.parent.mkdir(parents=True, exist_ok=True)
             settings.plan_out.write_text("", encoding="utf-8")
-    if (settings.model.provider == "anthropic" and not settings.plan and settings.cache != "replay"
+    if (settings.model.provider in ("anthropic", "openai") and not settings.plan and settings.cache != "replay"
             and _needs_model_process(config)):
-        import os
+        from pytest_longctx.backends import missing_key_message
 
-        from pytest_longctx.backends.anthropic import missing_key_message
-
-        if not os.environ.get("ANTHROPIC_API_KEY"):
-            raise pytest.UsageError(missing_key_message())
+        message = missing_key_message(settings.model.provider)
+        if message is not None:
+            raise pytest.UsageError(message)
     config.pluginmanager.register(_Controller(config), "longctx-controller")
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_longctx.crash import CrashRecorder

@@ -192,6 +192,17 @@ def test_a_combination_that_makes_no_sense_is_a_one_line_usage_error(matrix: Any
     assert standin.stats.endpoints == {} and not (run.report_dir / "longctx.json").exists()
 
 
+def test_openai_without_a_key_for_api_openai_com_is_a_one_line_usage_error(matrix: Any, standin: MessagesServer,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    monkeypatch.delenv("OPENAI_API_KEY")
+    run = matrix.run(*SAMPLES, model=MODELS["openai"], cache=True, subprocess=False)
+    lines = [x for x in run.result.stderr.str().splitlines() if x.strip()]
+    assert run.ret == 4 and lines == ["ERROR: OPENAI_API_KEY is not set: export your key to run openai/* models on "
+                                      "api.openai.com, or set OPENAI_BASE_URL to your OpenAI-compatible server "
+                                      "(vLLM, llama.cpp, Ollama; a local one needs no key)"]
+
+
 # --- faults, fatal errors and a dead endpoint, the same for anthropic and openai --------------
 
 

@@ -32,6 +32,14 @@ _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "
 _APPROXIMATE = " (approximate)"
 
 
+def missing_key_message() -> str | None:
+    """One line when a run would call api.openai.com without a key; None otherwise (a local server needs none)."""
+    if os.environ.get(KEY_VAR) or os.environ.get(URL_VAR):
+        return None
+    return (f"{KEY_VAR} is not set: export your key to run openai/* models on api.openai.com, or set {URL_VAR} "
+            "to your OpenAI-compatible server (vLLM, llama.cpp, Ollama; a local one needs no key)")
+
+
 def chat_messages(request: Request) -> list[dict[str, str]]:
     """OpenAI-style messages: system first, then the turns, then the prefill as an assistant turn."""
     messages = [{"role": "system", "content": request.system}] if request.system else []
