@@ -23,16 +23,15 @@ import json
 import logging
 import random
 import socket
-import struct
 import threading
 import urllib.parse
-from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 from . import dialects
 from .batches import BatchStore
 from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
+from .handler import Handler, HTTPServer
 from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens, resolve_responder
 from .stats import ServerStats
 from .wire import RateLimits, RateWindow, build_message, route, sse_events, validate_request
@@ -41,65 +40,6 @@ _log = logging.getLogger(__name__)
 _JSON = "application/json"
 #: ``(status, payload, headers)`` of an answer, or ``None`` to drop the connection.
 _Reply: TypeAlias = tuple[int, bytes, dict[str, str]] | None
-
-
-class _Handler(BaseHTTPRequestHandler):
-    """One connection; every request is handed to the owning :class:`MessagesServer`."""
-
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # headers and body go out in two writes: no 40 ms delayed-ACK stall
-    server: _HTTPServer
-
-    def setup(self) -> None:
-        super().setup()
-        self.server.app._track(self.connection, add=True)
-
-    def finish(self) -> None:
-        try:
-            super().finish()
-        except OSError:
-            pass
-        self.server.app._track(self.connection, add=False)
-
-    def do_GET(self) -> None:
-        self.server.app._serve(self, "GET")
-
-    def do_POST(self) -> None:
-        self.server.app._serve(self, "POST")
-
-    def do_DELETE(self) -> None:
-        self.server.app._serve(self, "DELETE")
-
-    def log_message(self, format: str, *args: Any) -> None:
-        _log.debug("%s " + format, self.address_string(), *args)
-
-    def read_body(self) -> bytes:
-        length = int(self.headers.get("Content-Length") or 0)
-        return self.rfile.read(length) if length > 0 else b""
-
-    def send(self, status: int, payload: bytes, headers: Mapping[str, str]) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def abort(self) -> None:
-        """Drop the connection with a TCP reset, sending nothing."""
-        self.close_connection = True
-        try:
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-        except OSError:
-            pass
-
-
-class _HTTPServer(ThreadingHTTPServer):
-    daemon_threads = True
-    block_on_close = False
-    request_queue_size = 256
-    app: MessagesServer
 
 
 class MessagesServer:
@@ -159,7 +99,7 @@ class MessagesServer:
         self._stats = ServerStats()
         self._stopping = threading.Event()
         self._connections: set[socket.socket] = set()
-        self._httpd: _HTTPServer | None = None
+        self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -169,7 +109,7 @@ class MessagesServer:
         if self._httpd is not None:
             return self
         self._stopping.clear()
-        httpd = _HTTPServer((self.host, self._port), _Handler)
+        httpd = HTTPServer((self.host, self._port), Handler)
         httpd.app = self
         self._httpd = httpd
         self._thread = threading.Thread(
@@ -258,7 +198,7 @@ class MessagesServer:
 
     # -- request handling ------------------------------------------------------------------------
 
-    def _serve(self, handler: _Handler, method: str) -> None:
+    def _serve(self, handler: Handler, method: str) -> None:
         path, _, query_string = handler.path.partition("?")
         query = dict(urllib.parse.parse_qsl(query_string))
         endpoint, batch_id = (dialects.route(method, path), None)
@@ -290,7 +230,7 @@ class MessagesServer:
 
     def _reply(
         self,
-        handler: _Handler,
+        handler: Handler,
         method: str,
         path: str,
         endpoint: str,
@@ -338,7 +278,7 @@ class MessagesServer:
             headers.update(self._rate.record())
         return status, payload, headers
 
-    def _authenticate(self, handler: _Handler) -> None:
+    def _authenticate(self, handler: Handler) -> None:
         if self.api_key is None:
             return
         key = handler.headers.get("x-api-key")
