@@ -106,6 +106,18 @@ def test_live_without_prefetch_then_the_rerun_is_served_from_the_cache(matrix: A
     assert again.record["usage"]["cache_hits"] == cached
 
 
+@pytest.mark.parametrize("prefetch", ["on", "off"])
+def test_openai_under_two_xdist_workers_answers_like_one_process(matrix: Any, standin: MessagesServer,
+                                                                 prefetch: str) -> None:
+    two = matrix.run(*SAMPLES, "-n", "2", "--longctx-prefetch", prefetch, model=MODELS["openai"], cache=True)
+    all_correct(two)
+    assert sent(standin, "openai") == TRIALS
+    one = matrix.run(*SAMPLES, "--longctx-prefetch", prefetch, model=MODELS["openai"], cache=True)
+    assert {t["nodeid"]: t["answer"] for t in one.record["trials"]} == {
+        t["nodeid"]: t["answer"] for t in two.record["trials"]}
+    assert sent(standin, "openai") == TRIALS and one.record["usage"]["cache_hits"] == TRIALS
+
+
 @pytest.mark.parametrize("provider", ["local", "anthropic", "openai"])
 def test_prefetch_sends_every_request_up_front_once(matrix: Any, standin: MessagesServer, provider: str) -> None:
     run = matrix.run(*SAMPLES, "--longctx-prefetch", "on", model=MODELS[provider], cache=True)
