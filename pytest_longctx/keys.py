@@ -60,6 +60,8 @@ class RunState:
     written: list[str] = field(default_factory=list)
     server: Any = None
     dispatcher: Any = None
+    #: Work folder of prefetch/batch (planned keys, error files), removed when the run ends, however it ends.
+    prefetch_work: Path | None = None
     services_started: bool = False
     notes: list[str] = field(default_factory=list)
     batch: Any = None

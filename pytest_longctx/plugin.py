@@ -136,6 +136,9 @@ def _start_services(config: pytest.Config) -> None:
     if state.services_started or not _needs_model_process(config):
         return
     state.services_started = True
+    from pytest_longctx.stopping import install_signals
+
+    install_signals(config)  # from here on requests may go out: SIGINT/SIGTERM record why, cancel, exit 2
     from pytest_longctx.errors import UsageError
     from pytest_longctx.services import start_local_server, start_prefetch
 
@@ -214,6 +217,7 @@ class _Controller:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.session: pytest.Session | None = None
+        self.finished = False
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""
@@ -229,9 +233,15 @@ class _Controller:
         for record in records_of(report.user_properties):
             state.aggregator.add(record)
             if record.get("fatal") and state.stop_reason is None:
-                state.stop_reason = record["error"]
+                from pytest_longctx.stopping import request_stop
+
+                request_stop(self.config, record["error"])
                 if self.session is not None:
                     self.session.shouldstop = record["error"]
+        if report.failed and self.session is not None and self.session.shouldfail:
+            from pytest_longctx.stopping import check_maxfail
+
+            check_maxfail(self.session)  # -x / --maxfail: stop prefetch now, not when the interpreter exits
         state.plan.extend(v for k, v in report.user_properties if k == PLAN_KEY and isinstance(v, dict))
         if report.when == "teardown":
             self._progress(state)
@@ -258,7 +268,10 @@ class _Controller:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         from pytest_longctx.run import finish_run
+        from pytest_longctx.stopping import settle
 
+        self.finished = True
+        settle(session)  # a stopped run: prefetch cancelled and joined, why in the record, exit 2
         if self.config.stash[RUN_KEY].usage_error is not None:
             return  # bad input, not a result: nothing written, the previous record and history stay as they were
         finish_run(session)
@@ -276,6 +289,17 @@ class _Controller:
             terminalreporter.write_line(f"longctx: could not print the summary: {type(exc).__name__}: {exc}",
                                         red=True)
 
+    def finish_interrupted_start(self) -> None:
+        """Interrupted while the session started (xdist plans the run there): pytest then skips its
+        ``pytest_sessionfinish`` and summary, so the stopped run is recorded and summarized here."""
+        session = self.session
+        if session is None or self.finished or session.exitstatus != pytest.ExitCode.INTERRUPTED:
+            return
+        self.pytest_sessionfinish(session, int(session.exitstatus))
+        terminalreporter = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminalreporter is not None:
+            self.pytest_terminal_summary(terminalreporter)
+
 
 @pytest.hookimpl(trylast=True)
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -283,11 +307,20 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     state = session.config.stash.get(RUN_KEY, None)
     if state is not None and state.usage_error is not None:
         session.exitstatus = pytest.ExitCode.USAGE_ERROR
+    elif state is not None and state.stop_reason is not None and session.exitstatus in (0, 1):
+        session.exitstatus = pytest.ExitCode.INTERRUPTED  # pytest ends -x "failed" (without xdist): it was stopped
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(RUN_KEY, None)
     if state is not None:
         from pytest_longctx.services import stop_services
+        from pytest_longctx.stopping import restore_signals
 
-        stop_services(config)
+        controller = config.pluginmanager.get_plugin("longctx-controller")
+        try:
+            if isinstance(controller, _Controller):
+                controller.finish_interrupted_start()
+            stop_services(config)
+        finally:
+            restore_signals(config)

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import BackendError, FatalBackendError
@@ -141,6 +143,19 @@ def error_path(work: Path, key: str) -> Path:
     return work / "errors" / f"{key}.json"
 
 
+def stopped_path(work: Path) -> Path:
+    """Written when the run stopped (SIGINT, -x, a fatal error): holds why; waiting tests then end skipped."""
+    return work / "stopped"
+
+
+class RunStopped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """A test's planned request was not answered because the run stopped: not a trial result, so a skip."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"longctx: the run stopped before this request was answered ({reason})",
+                         _use_item_location=True)
+
+
 def sent_path(work: Path, key: str) -> Path:
     """Marker of a request the controller sent in this run (its answer is then not a cache hit)."""
     return work / "sent" / key
@@ -177,6 +192,9 @@ class Waiter:
             if hit is not None:  # sent by the controller in this run, or already cached before it
                 return Completion.from_json(hit, cache_hit=not sent_path(self.work, key).exists())
             err = error_path(self.work, key)
+            stopped = stopped_path(self.work)
+            if stopped.exists() and not err.exists():
+                raise RunStopped(stopped.read_text(encoding="utf-8").strip() or "stopped")
             if err.exists():
                 info = json.loads(err.read_text(encoding="utf-8"))
                 cls = FatalBackendError if info.get("fatal") else BackendError
@@ -218,6 +236,11 @@ class Dispatcher:
         self._fatal: str | None = None
         self._plan_ended = threading.Event()
         self._abandoned = False
+        #: Why the run stopped (set by :meth:`cancel`); no request starts once it is set.
+        self.cancelled: str | None = None
+        self._lock = threading.RLock()  # re-entrant: cancel() may run in a signal handler on a thread inside it
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def prepare(self) -> list[dict[str, Any]]:
         """Write keys.txt (every planned key) and return the entries that still need sending."""
@@ -253,9 +276,27 @@ class Dispatcher:
         self._plan_ended.set()
 
     def _spawn(self, entries: list[dict[str, Any]] | None) -> None:
-        self._thread = threading.Thread(target=lambda: asyncio.run(self._run(entries)), name="longctx-prefetch",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._main, args=(entries,), name="longctx-prefetch", daemon=True)
         self._thread.start()
+
+    def _main(self, entries: list[dict[str, Any]] | None) -> None:
+        try:
+            asyncio.run(self._run(entries))
+        except asyncio.CancelledError:  # cancel(): the run stopped
+            pass
+
+    def cancel(self, reason: str) -> None:
+        """Stop now, from any thread (a signal handler too): no request starts after this; those in flight are
+        abandoned; answers already received are in the cache. Then :meth:`join` returns promptly."""
+        with self._lock:
+            first, self.cancelled = self.cancelled is None, self.cancelled or reason
+            loop, task = self._loop, self._task
+        self._plan_ended.set()
+        if first and loop is not None and task is not None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop already closed: the thread is finishing by itself
+                pass
 
     async def _feed(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
         """Tail the plan file while the child writes it; queue each new uncached key once, in plan order."""
@@ -280,7 +321,7 @@ class Dispatcher:
                     with self.progress.lock:
                         self.progress.total += 1
                     queue.put_nowait(entry)
-            if ended or self._abandoned:
+            if ended or self._abandoned or self.cancelled is not None:
                 break
             await asyncio.sleep(0.02)
         for _ in range(self.concurrency):
@@ -288,6 +329,8 @@ class Dispatcher:
 
     async def _one(self, entry: dict[str, Any]) -> None:
         key = entry["key"]
+        if self.cancelled is not None:  # checked right before sending: nothing starts after cancel()
+            return
         if self._fatal is not None:
             write_error(self.work, key, self._fatal, True)
             return
@@ -331,14 +374,24 @@ class Dispatcher:
             while (entry := await queue.get()) is not None:
                 await self._one(entry)
 
+        with self._lock:
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+            cancelled = self.cancelled is not None
         try:
-            # Not one task per entry: thousands of tasks queued on the backend's limit would all wake on each answer.
-            feed = [self._feed(queue)] if entries is None else []
-            await asyncio.gather(*feed, *(lane() for _ in range(self.concurrency)))
+            if not cancelled:
+                # Not one task per entry: thousands of tasks queued on the backend's limit would all wake on each
+                # answer.
+                feed = [self._feed(queue)] if entries is None else []
+                await asyncio.gather(*feed, *(lane() for _ in range(self.concurrency)))
         finally:
+            with self._lock:
+                self._loop = self._task = None
+            if self.cancelled is not None:  # before "done": a waiting test must see why, not "no answer"
+                stopped_path(self.work).write_text(self.cancelled, encoding="utf-8")
             (self.work / "done").touch()
             await self.backend.aclose()
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end (after :meth:`cancel`, promptly)."""
         if self._thread is not None:
             self._thread.join(timeout)

@@ -53,19 +53,22 @@ def start_prefetch(config: pytest.Config) -> None:
     shared = config.stash[SHARED_KEY]
     state = config.stash[RUN_KEY]
     work = s.cache_dir / "prefetch" / f"{os.getpid()}-{int(time.time() * 1000)}"
+    state.prefetch_work = work  # removed by stop_services, however the run ends
     cache = ResponseCache(s.cache_dir)
     dispatcher = None
     if not s.batch:  # send while the child plans; workers start only once the plan (keys.txt) is complete
         options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
         backend = build_backend(s.model, context_window=s.context_window, **options)
         dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
+        state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
     try:
         meanwhile = dispatcher.start_streaming if dispatcher else lambda: _preload_sdk(s.model.provider)
         plan_file = run_plan(plan_args(config), Path(config.invocation_params.dir), work, meanwhile=meanwhile)
     except PlanFailed as exc:
         if dispatcher is not None:
             dispatcher.plan_finished(ok=False)  # requests already sent still land in the cache
-            dispatcher.join(timeout=5)
+            dispatcher.join()
+            state.dispatcher = None
         from pytest_longctx.errors import UsageError
 
         if isinstance(exc, PlanUsageError):
@@ -85,7 +88,6 @@ def start_prefetch(config: pytest.Config) -> None:
     else:
         assert dispatcher is not None
         dispatcher.plan_finished(ok=True)
-        state.dispatcher = dispatcher
     shared.prefetch_dir = str(work)
 
 
@@ -95,14 +97,22 @@ def _preload_sdk(provider: str) -> None:
         import anthropic  # noqa: F401
 
 
-def stop_services(config: pytest.Config) -> None:
+def stop_prefetch(config: pytest.Config) -> None:
+    """Cancel the dispatcher (nothing starts after this) and wait until its thread has ended; no timed give-up."""
     state = config.stash[RUN_KEY]
+    if state.dispatcher is not None:
+        state.dispatcher.cancel(state.stop_reason or "the run ended")
+        state.dispatcher.join()
+
+
+def stop_services(config: pytest.Config) -> None:
+    """End of the run: the dispatcher first (joined before its work folder goes), then the local server."""
+    state = config.stash[RUN_KEY]
+    stop_prefetch(config)
+    state.dispatcher = None
     if state.server is not None:
         state.server.stop()
         state.server = None
-    if state.dispatcher is not None:
-        state.dispatcher.join(timeout=5)
-        state.dispatcher = None
-    prefetch_dir = config.stash[SHARED_KEY].prefetch_dir
-    if prefetch_dir and Path(prefetch_dir).is_dir():
-        shutil.rmtree(prefetch_dir, ignore_errors=True)
+    for folder in (state.prefetch_work, config.stash[SHARED_KEY].prefetch_dir):
+        if folder and Path(folder).is_dir():
+            shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,268 @@
+"""Stop means stop: SIGINT/SIGTERM (planning, dispatch, tests), -x/--maxfail and a fatal API error end the run.
+
+Each case runs ``pytest`` as a subprocess against the local Messages-API server. The server's ``Gate``
+answers the first few requests and holds every later one, so at the moment of the stop all prefetch lanes
+are known to be busy (none between two requests): then *no* request may reach the server after it. The
+moments are found by waiting on events (the server's request count, files the eval writes), never by
+sleeping. After the run wrote its record, held requests are released: a dispatcher that was not cancelled
+would send more while the process is still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_longctx.server import FaultPlan
+from tests.passkey_api import MODEL, passkey
+
+C = 4  # prefetch lanes (--longctx-max-concurrency)
+FREE = 4  # requests the gate answers before it holds the rest
+
+EVAL = '''
+import os
+import pathlib
+import threading
+
+import pytest
+
+from pytest_longctx import Request
+
+pytestmark = pytest.mark.longctx("demo")
+HERE = pathlib.Path(__file__).parent
+PLANNING = bool(os.environ.get("LONGCTX_CHILD"))  # the controller's child plan run
+
+
+async def test_passkey(longctx):
+    if PLANNING and longctx.sample == int(os.environ.get("BLOCK_PLAN_AT", "-1")):
+        (HERE / "planning-blocked").write_text(str(os.getpid()))
+        threading.Event().wait()  # planning never ends by itself: only a stop ends it
+    key = longctx.rng.randrange(10_000, 99_999)
+    answer = await longctx.ask(Request.user(f"The pass key is {key}. What is the pass key?", max_tokens=16,
+                                            template="stop@1"))
+    if not PLANNING and str(longctx.sample) in os.environ.get("FAIL_AT", "").split(","):
+        raise RuntimeError("a bug in the eval")
+    longctx.record(expected=key, answer=answer)
+    if not PLANNING:
+        with (HERE / "finished.txt").open("a") as fh:
+            fh.write(f"{longctx.sample}\\n")
+    assert str(key) in answer
+'''
+
+
+@dataclass
+class Gate:
+    """A responder that answers the first ``free`` requests (always right) and holds later ones until released."""
+
+    free: int
+    seen: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    opened: threading.Event = field(default_factory=threading.Event)
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        with self.lock:
+            self.seen += 1
+            held = self.seen > self.free
+        if held:
+            self.opened.wait()
+        return passkey(body)
+
+
+@dataclass
+class Run:
+    """One ``pytest`` subprocess in the project, and where it writes."""
+
+    proc: subprocess.Popen[bytes]
+    path: Path
+    out: Path
+
+    @property
+    def cache(self) -> Path:
+        return self.path / "cache"
+
+    @property
+    def record_path(self) -> Path:
+        return self.path / "reports" / "longctx.json"
+
+    def record(self) -> dict[str, Any]:
+        assert self.record_path.is_file(), f"no run record:\n{self.output()}"
+        data: dict[str, Any] = json.loads(self.record_path.read_text(encoding="utf-8"))
+        return data
+
+    def output(self) -> str:
+        return self.out.read_text(encoding="utf-8", errors="replace")[-4000:]
+
+    def cached(self) -> int:
+        """Answers in the response cache (``cache/ab/<key>.json``)."""
+        return sum(1 for p in self.cache.glob("??/*.json"))
+
+    def finished(self) -> int:
+        path = self.path / "finished.txt"
+        return len(path.read_text().split()) if path.exists() else 0
+
+    def wait_for(self, what: str, condition: Callable[[], bool], timeout: float = 180) -> None:
+        """Wait for ``condition`` (an event of the run); fail with the run's output if it exits or never comes."""
+        deadline = time.monotonic() + timeout
+        while not condition():
+            assert self.proc.poll() is None or condition(), f"pytest exited ({self.proc.returncode}) before " \
+                f"{what}:\n{self.output()}"
+            assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s\n{self.output()}"
+            time.sleep(0.02)
+
+    def exit_code(self, timeout: float = 180) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"pytest still running {timeout:.0f}s after the stop (a thread left behind?)\n{self.output()}")
+
+    def work_folders(self) -> list[Path]:
+        folder = self.cache / "prefetch"
+        return sorted(folder.iterdir()) if folder.is_dir() else []
+
+
+@pytest.fixture
+def start(longctx_runner: Any, api: Any) -> Iterator[Callable[..., tuple[Run, Any, Gate]]]:
+    """``start(*args, env=..., ignore_sigint=False, faults=None)``: the gate server, and pytest running against it."""
+    project: Path = longctx_runner.pytester.path
+    longctx_runner.pytester.makepyfile(test_eval=EVAL)
+    gates: list[Gate] = []
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def run(*args: str, env: dict[str, str] | None = None, ignore_sigint: bool = False,
+            faults: FaultPlan | None = None, free: int = FREE) -> tuple[Run, Any, Gate]:
+        gate = Gate(free)
+        gates.append(gate)
+        srv = api(gate, faults=faults)
+        full_env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        full_env.update(env or {})
+        cmd = [sys.executable, "-m", "pytest", "--longctx-model", MODEL,
+               "--longctx-cache-dir", str(project / "cache"), "--longctx-report-dir", str(project / "reports"),
+               "--longctx-max-concurrency", str(C), "--longctx-samples", "12", *args]
+        out = project / "pytest-output.txt"
+
+        def ignore() -> None:  # a `pytest ... &` job of a shell script starts with SIGINT ignored
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+        with out.open("wb") as fh:
+            proc = subprocess.Popen(cmd, cwd=project, env=full_env, stdout=fh, stderr=subprocess.STDOUT,
+                                    preexec_fn=ignore if ignore_sigint else None)
+        procs.append(proc)
+        return Run(proc, project, out), srv, gate
+
+    yield run
+    for gate in gates:
+        gate.opened.set()
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def messages(srv: Any) -> int:
+    return int(srv.stats.endpoints.get("messages", 0))
+
+
+def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, reason: str) -> dict[str, Any]:
+    """The checks every stop shares; returns the record."""
+    run.wait_for("the run record", run.record_path.is_file)
+    gate.opened.set()  # a dispatcher still running would now send more before the process exits
+    code = run.exit_code()
+    record = run.record()
+    assert code == 2, run.output()
+    assert record["stopped"] == reason
+    assert messages(srv) == at_stop, "a request started after the stop"
+    assert run.cached() == FREE  # what was answered is kept
+    assert run.work_folders() == []  # joined, then removed
+    assert all(t["outcome"] == "correct" for t in record["trials"])
+    return record
+
+
+# -- SIGINT/SIGTERM ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ignore_sigint", [False, True], ids=["sigint", "sigint-inherited-ignored"])
+def test_sigint_while_planning_kills_the_plan_child_and_cancels_prefetch(start: Any, ignore_sigint: bool) -> None:
+    run, srv, gate = start("-n", "2", env={"BLOCK_PLAN_AT": "8"}, ignore_sigint=ignore_sigint)
+    # The child planned s0-s7 and blocks at s8; the dispatcher got 4 answers and holds 4 requests (all lanes).
+    blocked = run.path / "planning-blocked"
+    run.wait_for("4 answers cached and 4 requests held while planning",
+                 lambda: messages(srv) == FREE + C and run.cached() == FREE and blocked.exists())
+    child = int(blocked.read_text())
+    at_stop = messages(srv)
+    run.proc.send_signal(signal.SIGINT)
+    record = stopped_cleanly(run, srv, gate, at_stop, "interrupted by SIGINT")
+    assert record["trials"] == [] and record["prefetch"]["sent"] == FREE
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)  # the plan child was terminated (and reaped)
+    assert "run stopped: interrupted by SIGINT" in run.output()
+
+
+@pytest.mark.parametrize(("mode", "signum", "ignore_sigint"), [
+    (["-n", "2"], signal.SIGINT, False),
+    (["-n", "2"], signal.SIGINT, True),
+    ([], signal.SIGINT, False),
+    (["-n", "2"], signal.SIGTERM, False),
+], ids=["n2-sigint", "n2-sigint-inherited-ignored", "no-xdist-sigint", "n2-sigterm"])
+def test_a_signal_while_tests_wait_for_prefetch_stops_the_run(start: Any, mode: list[str], signum: int,
+                                                              ignore_sigint: bool) -> None:
+    run, srv, gate = start(*mode, ignore_sigint=ignore_sigint)
+    # s0-s3 answered and scored; every lane holds one request; the next test waits for its answer.
+    run.wait_for("4 trials finished and 4 requests held",
+                 lambda: messages(srv) == FREE + C and run.finished() == FREE)
+    at_stop = messages(srv)
+    run.proc.send_signal(signum)
+    record = stopped_cleanly(run, srv, gate, at_stop, f"interrupted by {signal.Signals(signum).name}")
+    assert 1 <= len(record["trials"]) <= FREE
+    assert record["prefetch"]["sent"] == FREE
+
+
+# -- -x / --maxfail and a fatal API error ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "fail_at", "reason"), [
+    (["-x"], "2", "-x: first failure"),
+    (["-n", "2", "-x"], "2", "-x: first failure"),
+    (["-n", "2", "--maxfail=2"], "1,2", "--maxfail=2: 2 failures"),
+], ids=["x", "n2-x", "n2-maxfail-2"])
+def test_maxfail_stops_prefetch_at_the_failure(start: Any, args: list[str], fail_at: str, reason: str) -> None:
+    run, srv, gate = start(*args, env={"FAIL_AT": fail_at})
+    # The failing samples have their answers (s0-s3 are answered at once); later requests are held by the gate.
+    run.wait_for("the run record", run.record_path.is_file)
+    at_stop = messages(srv)
+    gate.opened.set()  # a dispatcher still running would now send more before the process exits
+    code = run.exit_code()
+    record = run.record()
+    assert code == 2, run.output()
+    assert record["stopped"] == reason
+    assert messages(srv) == at_stop <= FREE + C, "a request started after the stop"
+    errors = [t for t in record["trials"] if t["outcome"] == "error"]
+    assert sorted(e["sample"] for e in errors) == [int(s) for s in fail_at.split(",")]
+    assert {e["error"] for e in errors} == {"RuntimeError: a bug in the eval"}
+    assert run.cached() == FREE and run.work_folders() == []
+
+
+def test_a_fatal_api_error_mid_run_stops_it_with_the_error_line(start: Any) -> None:
+    run, srv, gate = start("-n", "2", free=FREE)
+    run.wait_for("4 answers cached and 4 requests held",
+                 lambda: messages(srv) == FREE + C and run.cached() == FREE)
+    srv.set_faults(FaultPlan(sticky="spend-limit"))  # from the next request on: the workspace is out of money
+    gate.opened.set()  # the 4 held requests are answered; each lane's next request is refused
+    code = run.exit_code()
+    record = run.record()
+    assert code == 2, run.output()
+    assert "spend" in record["stopped"].lower()
+    assert messages(srv) <= 2 * FREE + C  # at most one refused request per lane: then nothing more
+    assert run.cached() == 2 * FREE
+    assert all(t["outcome"] == "correct" or "spend" in t["error"].lower() for t in record["trials"])
+    assert run.work_folders() == []
