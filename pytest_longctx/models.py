@@ -70,8 +70,11 @@ class ModelSpec:
             return Profile(context_window=200_000, default_samples=40)
         if self.provider == "local":
             return Profile(context_window=8192, default_samples=1, qa_sizes=(1000,), qa_samples=10,
-                           qa_variants=("plain/none",), scoring="logprob", lrt_lines=(50, 100),
-                           lrt_shuffles=("none", "full", "block-10"))
+                           qa_variants=("plain/none",), scoring="logprob",
+                           # LRT: ordered vs shuffled 20-line files (~460 tokens); docs: answer first vs last, and
+                           # long context vs RAG at the full 1,024-token budget; 10 trials a cell (~30K tokens)
+                           lrt_lines=(20,), lrt_shuffles=("none", "full"), lrt_samples=10,
+                           docs_depths=(0, 100), docs_fractions=(100,), docs_samples=10)
         if self.provider == "anthropic":
             family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")
             inp, out = _ANTHROPIC_PRICES[family]

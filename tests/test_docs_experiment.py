@@ -172,7 +172,7 @@ def test_sample_i_asks_item_i_in_every_cell_with_the_same_distractors(docs: Docs
     item = small.item_for(0)
     depths = [small.at_depth(item, d) for d in (0, 50, 100)]
     assert len({frozenset(s.docs) for s in depths}) == 1  # only the answer's position changes
-    assert [s.answer_index for s in depths][0] == 0 and depths[-1].answer_index == len(depths[-1].docs) - 1
+    assert depths[0].answer_index == 0 and depths[-1].answer_index == len(depths[-1].docs) - 1
     assert small.of_size(item, 50) == small.of_size(item, 50)  # long-context and rag arms see one stack
     assert set(small.of_size(item, 25).docs) <= set(small.of_size(item, 100).docs)
 

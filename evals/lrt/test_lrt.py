@@ -30,5 +30,6 @@ async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
     longctx.record(expected=file.expected, answer=scored["answer_value"], item=f"line-{file.target}",
                    protocol=protocol, template=request.template, target_line=file.target,
                    instruction_at=file.instruction_at, context_tokens=longctx.count_tokens(request.messages[0].content),
-                   tokenizer=longctx.tokenizer, **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
+                   tokenizer=longctx.tokenizer,
+                   **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
     assert scored["correct"], f"line {file.target}: expected {file.expected}, got {scored['answer_value']}"

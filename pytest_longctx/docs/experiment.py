@@ -166,7 +166,8 @@ class DocsExperiment:
     def question(self, item: QAItem, context: str) -> Request:
         if self.protocol == "source":
             return source.answer_request(item.question, context)
-        return Request.user(PROMPT.format(context=context, question=item.question), max_tokens=48, template=TEMPLATE)
+        return Request.user(PROMPT.format(context=context, question=item.question), max_tokens=48,
+                            template=TEMPLATE)
 
     def oracle(self, item: QAItem, rng: random.Random) -> Oracle:
         """For fake models: the gold answer, and other documents' answers as plausible wrong ones."""
@@ -193,7 +194,8 @@ class DocsExperiment:
             verdict = parse_verdict(reply)
             if verdict is None:
                 detail["judge_reply"] = reply[:300]
-        trial.record(scorer=self.scorer, protocol=self.protocol, em=scores.em, f1=scores.f1, subspan=scores.subspan, judge=verdict,
+        trial.record(scorer=self.scorer, protocol=self.protocol, em=scores.em, f1=scores.f1, subspan=scores.subspan,
+                     judge=verdict,
                      judge_agree=None if verdict is None else verdict == scores.subspan, budget=self.budget,
                      fixtures=self.fixtures, **detail)
         if self.scorer == "judge":

@@ -64,7 +64,8 @@ def docs_tables(cells: Cells, trials: Trials) -> list[dict[str, Any]]:
         first = _outcomes(depth_trials, "depth", depths[0])
         rows = [[f"{d}%", _cell(depth_trials, depth=d),
                  paired_p(first, _outcomes(depth_trials, "depth", d)) if d != depths[0] else "–"] for d in depths]
-        out.append({"experiment": "docs", "title": "docs accuracy by answer depth (answer document at d% of the context)",
+        out.append({"experiment": "docs",
+                    "title": "docs accuracy by answer depth (answer document at d% of the context)",
                     "columns": ["depth", "accuracy", f"McNemar p vs {depths[0]}% (only there/only here)"],
                     "rows": rows, "note": f"Paired: sample i asks the same item at every depth. {what}. {NO_CHANCE}"})
     size_trials = [t for t in trials if "context_fraction" in t.get("params", {})]

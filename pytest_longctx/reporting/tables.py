@@ -52,7 +52,7 @@ def experiment_tables(cells: Sequence[Mapping[str, Any]], trials: Sequence[Mappi
         my_trials = [t for t in trials if t.get("experiment") == experiment]
         try:
             out.extend(_builder(ref)(mine, my_trials))
-        except Exception as exc:  # noqa: BLE001 - a table must never cost the run its reports
+        except Exception as exc:  # a table must never cost the run its reports
             if notes is not None:
                 notes.append(f"{experiment} tables could not be built: {type(exc).__name__}: {exc}")
     return out
@@ -74,8 +74,9 @@ def table_lines(table: Mapping[str, Any]) -> list[str]:
     rows += [[cell_text(v) if i else str(v) for i, v in enumerate(row)] for row in table.get("rows", [])]
     widths = [max(len(r[i]) for r in rows if i < len(r)) for i in range(max(len(r) for r in rows))]
     lines = [str(table.get("title", ""))]
-    lines += ["  " + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-              .rstrip() for r in rows]
+    for r in rows:
+        cols = [c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=False))]
+        lines.append(("  " + "  ".join(cols)).rstrip())
     if table.get("note"):
         lines.append("  " + str(table["note"]))
     return lines
