@@ -21,7 +21,6 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.retry import Retrier, RetryPolicy, Verdict, retry_after_seconds
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.errors import BackendError
 from pytest_longctx.fsutil import atomic_write_text
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -104,7 +103,7 @@ class AnthropicBackend:
         self._client: Any = None
         #: False once the API said this model takes no temperature (newer Claude models).
         self.sends_temperature = True
-        self._exact = ExactCounter(name, cache_dir) if exact_tokens else None
+        self._exact = ExactCounter(name, cache_dir, self.retrier) if exact_tokens else None
 
     @property
     def tokenizer(self) -> str:
@@ -168,8 +167,9 @@ class ExactCounter:
     once and subtracted, so counts of pieces add up to (at most) the count of their concatenation.
     """
 
-    def __init__(self, model: str, cache_dir: Path | None) -> None:
+    def __init__(self, model: str, cache_dir: Path | None, retrier: Retrier | None = None) -> None:
         self.model = model
+        self._retrier = retrier or Retrier("anthropic", os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
         self.name = f"anthropic/{model} (count_tokens API)"
         self._folder = (cache_dir or Path(".longctx-cache")) / "token-counts" / model.replace("/", "_")
         self._client: Any = None
@@ -187,11 +187,9 @@ class ExactCounter:
         if self._client is None:
             import anthropic
 
-            self._client = anthropic.Anthropic(max_retries=6)
-        try:
-            result = self._client.messages.count_tokens(model=self.model, **params)
-        except Exception as exc:  # reported as one line, never a wrong answer
-            raise BackendError(f"anthropic count_tokens: {type(exc).__name__}: {_one_line(exc)}") from None
+            self._client = anthropic.Anthropic(max_retries=0)  # retried by the loop every backend shares
+        result = self._retrier.run_blocking(lambda: self._client.messages.count_tokens(model=self.model, **params),
+                                            verdict)
         count = int(result.input_tokens)
         atomic_write_text(path, str(count))
         return count
@@ -221,7 +219,3 @@ def describe(exc: BaseException) -> str:
     else:
         text = f"{type(exc).__name__}: {exc}"
     return " ".join(text.split())[:300]
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(str(exc).split())[:300]
