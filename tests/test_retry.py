@@ -74,3 +74,22 @@ def test_blocking_token_counts_go_through_the_loop_inside_a_running_event_loop()
 
         assert asyncio.run(go()) == 5  # the server's counter: 4 words and a comma
         assert srv.stats.endpoints == {"tokenize": 1}
+
+
+def test_the_openai_dialect_answers_like_an_openai_server() -> None:
+    import httpx
+
+    with MessagesServer("fixed:one two three four five", models=["gpt-a", "gpt-b"], api_key="k") as srv:
+        headers = {"Authorization": "Bearer k"}
+        models = httpx.get(f"{srv.base_url}/v1/models", headers=headers).json()
+        assert [m["id"] for m in models["data"]] == ["gpt-a", "gpt-b"] and models["object"] == "list"
+        body = {"model": "gpt-a", "max_tokens": 3, "stop": "five",
+                "messages": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "count"}]}
+        answer = httpx.post(f"{srv.base_url}/v1/chat/completions", json=body, headers=headers).json()
+        assert answer["object"] == "chat.completion" and answer["model"] == "gpt-a"
+        assert answer["choices"][0] == {"index": 0, "message": {"role": "assistant", "content": "one two three"},
+                                        "finish_reason": "length"}
+        assert answer["usage"] == {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}
+        refused = httpx.post(f"{srv.base_url}/v1/chat/completions", json=body)  # no key
+        assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
+        assert srv.stats.requests[0]["messages"][0]["role"] == "system"  # the OpenAI body, as sent
