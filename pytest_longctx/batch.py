@@ -24,7 +24,8 @@ from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import UsageError
 from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.options import Settings
-from pytest_longctx.prefetch import read_plan, sent_path, write_error
+from pytest_longctx.plan_child import read_plan
+from pytest_longctx.prefetch import sent_path, write_error
 
 #: Seconds between polls of an unfinished batch ($LONGCTX_BATCH_POLL overrides).
 POLL_S = 30.0

@@ -47,7 +47,8 @@ def start_prefetch(config: pytest.Config) -> None:
         return
     from pytest_longctx.backends import build_backend
     from pytest_longctx.backends.cache import ResponseCache
-    from pytest_longctx.prefetch import Dispatcher, PlanFailed, PlanUsageError, plan_args, plan_path, run_plan
+    from pytest_longctx.plan_child import PlanFailed, PlanUsageError, plan_args, plan_path, run_plan
+    from pytest_longctx.prefetch import Dispatcher
 
     s = config.stash[SETTINGS_KEY]
     shared = config.stash[SHARED_KEY]

@@ -19,7 +19,8 @@ from pytest_longctx.backends.base import Completion, Request, request_key
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.backends.retry import RetryPolicy
 from pytest_longctx.errors import BackendError, FatalBackendError
-from pytest_longctx.prefetch import Dispatcher, Waiter, child_args, plan_args
+from pytest_longctx.plan_child import child_args, plan_args
+from pytest_longctx.prefetch import Dispatcher, Waiter
 from pytest_longctx.server import FaultPlan
 from pytest_longctx.server.responders import echo, last_user_text
 

@@ -10,6 +10,7 @@ would send more while the process is still alive.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -266,3 +267,66 @@ def test_a_fatal_api_error_mid_run_stops_it_with_the_error_line(start: Any) -> N
     assert run.cached() == 2 * FREE
     assert all(t["outcome"] == "correct" or "spend" in t["error"].lower() for t in record["trials"])
     assert run.work_folders() == []
+
+
+# -- the dispatcher alone ----------------------------------------------------------------------------
+
+
+@pytest.mark.asyncio
+async def test_cancel_stops_the_lanes_at_once_and_waiting_tests_end_skipped(tmp_path: Path, api: Any) -> None:
+    from pytest_longctx.backends.anthropic import AnthropicBackend
+    from pytest_longctx.backends.base import Request, request_key
+    from pytest_longctx.backends.cache import ResponseCache
+    from pytest_longctx.prefetch import Dispatcher, RunStopped, Waiter
+
+    gate = Gate(FREE)
+    srv = api(gate)
+    try:
+        work, cache = tmp_path / "work", ResponseCache(tmp_path / "cache")
+        work.mkdir()
+        requests = [Request.user(f"The pass key is {10_000 + i}.", max_tokens=16) for i in range(12)]
+        keys = [request_key("anthropic", "claude-test", r) for r in requests]
+        lines = [json.dumps({"key": k, "request": r.to_json()}) for k, r in zip(keys, requests, strict=True)]
+        (work / "plan.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        dispatcher = Dispatcher(AnthropicBackend("claude-test", max_concurrency=C), cache, work, work / "plan.jsonl",
+                                concurrency=C)
+        dispatcher.start()
+        deadline = time.monotonic() + 60
+        while not (messages(srv) == FREE + C and all(cache.get(k) for k in keys[:FREE])):
+            assert time.monotonic() < deadline, "the lanes never filled"
+            await asyncio.sleep(0.02)
+        dispatcher.cancel("interrupted by SIGINT")
+        dispatcher.join()  # no timeout: cancellation must make it return
+        gate.opened.set()
+        assert messages(srv) == FREE + C and dispatcher.progress.done == FREE
+        assert (work / "done").exists() and (work / "stopped").read_text() == "interrupted by SIGINT"
+        waiter = Waiter(work, cache, timeout_s=30)
+        assert (await waiter.wait(keys[0])).text == "10000"  # answered before the stop: there
+        with pytest.raises(RunStopped, match=r"run stopped before this request was answered \(interrupted by SIGINT"):
+            await waiter.wait(keys[-1])
+    finally:
+        gate.opened.set()
+
+
+def test_cancel_before_the_thread_runs_sends_nothing(tmp_path: Path) -> None:
+    from pytest_longctx.backends.cache import ResponseCache
+    from pytest_longctx.prefetch import Dispatcher
+
+    class Never:
+        provider, model = "anthropic", "claude-test"
+
+        async def complete(self, request: Any) -> Any:
+            raise AssertionError("sent after cancel()")
+
+        async def aclose(self) -> None:
+            pass
+
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "plan.jsonl").write_text(json.dumps({"key": "k" * 64, "request": {}}) + "\n", encoding="utf-8")
+    dispatcher = Dispatcher(Never(), ResponseCache(tmp_path / "cache"), work, work / "plan.jsonl", concurrency=2)
+    dispatcher.cancel("-x: first failure")
+    dispatcher.start()
+    dispatcher.join()
+    dispatcher.cancel("again")  # idempotent: the first reason stays
+    assert dispatcher.cancelled == "-x: first failure" and (work / "stopped").read_text() == "-x: first failure"
