@@ -40,13 +40,9 @@ def check_settings(s: Settings) -> None:
     if s.batch and s.plan:
         raise UsageError("--longctx-batch: cannot be combined with --longctx-plan (a dry run submits nothing); "
                          "drop one of them")
-    if s.cache == "replay":
-        if s.batch:
-            raise UsageError("--longctx-batch: cannot be combined with --longctx-cache replay (replay never sends "
-                             "or submits a request); drop one of them")
-        if s.prefetch == "on":
-            raise UsageError("--longctx-prefetch on: cannot be combined with --longctx-cache replay (replay never "
-                             "sends a request); drop one of them")
+    if s.cache == "replay" and s.batch:  # (--longctx-prefetch on with replay: options.check_provider_modes)
+        raise UsageError("--longctx-batch: cannot be combined with --longctx-cache replay (replay never sends "
+                         "or submits a request); drop one of them")
     if s.plan_out is not None:
         if not s.plan:
             raise UsageError(f"--longctx-plan-out: {s.plan_out} is only written by a dry run; add --longctx-plan "

@@ -30,14 +30,14 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     excinfo = call.excinfo
     if (report.failed and excinfo is not None and isinstance(excinfo.value, UsageError)
             and (trial is not None or item.get_closest_marker("longctx"))):
-        # Bad input found by a fixture or the test (docs folder, QA file, corpus): the run stops with exit 4,
-        # no trial record (it is not a result), and the message is shown once (see ``plugin.py``).
+        # Bad input found by a fixture or the test (docs folder, QA file, corpus): no trial record (it is not a
+        # result); the controller stops the session as a usage error on this report (see ``plugin.py``).
         message = str(excinfo.value).split("\n")[0][:1000]
         report.user_properties.append((USAGE_KEY, message))
         report.longrepr = f"UsageError: {message}"
         item.stash[EMITTED_KEY] = True
-        if not item.session.shouldstop:
-            item.session.shouldstop = f"usage error: {message}"
+        if hasattr(item.config, "workerinput") and not item.session.shouldstop:
+            item.session.shouldstop = "usage error"  # this worker runs nothing more
         return
     if report.when == "setup" and (trial is not None or item.get_closest_marker("longctx")):
         if report.failed:

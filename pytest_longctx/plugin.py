@@ -112,6 +112,24 @@ def _needs_model_process(config: pytest.Config) -> bool:
     return not (config.option.collectonly or config.option.help)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, pytest.CollectReport,
+                                                                         pytest.CollectReport]:
+    """A usage error while collecting (e.g. an experiment's corpus is missing) is marked on its report, which
+    xdist carries to the controller; the controller then stops the session as a usage error (exit 4, one line)."""
+    report = yield
+    call = getattr(report, "call", None)
+    excinfo = getattr(call, "excinfo", None)
+    if report.failed and excinfo is not None:
+        from pytest_longctx.errors import UsageError
+
+        if isinstance(excinfo.value, (UsageError, pytest.UsageError)):
+            message = str(excinfo.value).split("\n")[0][:1000]
+            report.longrepr = f"UsageError: {message}"
+            report.longctx_usage_error = message  # type: ignore[attr-defined]
+    return report
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Without xdist, shared services start only when longctx tests were collected.
 
@@ -219,6 +237,14 @@ class _Controller:
         self.session: pytest.Session | None = None
         self.finished = False
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        """Before the terminal lists it as a collection error: bad input stops the session (pytest prints it once)."""
+        message = getattr(report, "longctx_usage_error", None)
+        if message is not None:
+            self.config.stash[RUN_KEY].usage_error = str(message)
+            raise pytest.UsageError(str(message))
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""
         from pytest_longctx.aggregate import records_of
@@ -227,9 +253,8 @@ class _Controller:
         state = self.config.stash[RUN_KEY]
         usage_error = next((str(v) for k, v in report.user_properties if k == USAGE_KEY), None)
         if usage_error is not None and state.usage_error is None:
-            state.usage_error = usage_error
-            if self.session is not None and not self.session.shouldstop:
-                self.session.shouldstop = f"usage error: {usage_error}"
+            state.usage_error = usage_error  # the session stops as a usage error: pytest prints it once, exit 4
+            raise pytest.UsageError(usage_error)
         for record in records_of(report.user_properties):
             state.aggregator.add(record)
             if record.get("fatal") and state.stop_reason is None:

@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,17 @@ import pytest
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.errors import BackendError, FatalBackendError
+from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.plan_child import read_plan
 
 
 def error_path(work: Path, key: str) -> Path:
     return work / "errors" / f"{key}.json"
+
+
+def kept_path(work: Path, key: str) -> Path:
+    """An answer the cache could not store, kept for this run only."""
+    return work / "kept" / f"{key}.json"
 
 
 def stopped_path(work: Path) -> Path:
@@ -65,6 +72,7 @@ class Waiter:
     cache: ResponseCache
     timeout_s: float = 3600.0
     _keys: set[str] | None = None
+    _warned: bool = False
 
     def expects(self, key: str) -> bool:
         if self._keys is None:
@@ -79,6 +87,13 @@ class Waiter:
             hit = self.cache.get(key)
             if hit is not None:  # sent by the controller in this run, or already cached before it
                 return Completion.from_json(hit, cache_hit=not sent_path(self.work, key).exists())
+            kept = kept_path(self.work, key)
+            if kept.exists():  # received, but the cache could not store it: this run uses it all the same
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(f"longctx cache: cannot store answers in {self.cache.root}; this run keeps them, "
+                                  "a re-run will send them again", stacklevel=2)
+                return Completion.from_json(json.loads(kept.read_text(encoding="utf-8")))
             err = error_path(self.work, key)
             stopped = stopped_path(self.work)
             if stopped.exists() and not err.exists():
@@ -240,11 +255,15 @@ class Dispatcher:
         try:
             self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
                                                         "template": entry["request"].get("template", "")})
-        except OSError as exc:
-            write_error(self.work, key, f"prefetch: answer received but the cache could not store it ({exc})", False)
-            with self.progress.lock:
-                self.progress.failed += 1
-            return
+        except OSError as exc:  # kept for this run's tests in the work folder (see Waiter.wait)
+            try:
+                atomic_write_text(kept_path(self.work, key), json.dumps(completion.to_json(), ensure_ascii=False))
+            except OSError:
+                write_error(self.work, key, "prefetch: answer received, but neither the cache nor the work folder "
+                            f"could store it ({exc.strerror or exc})", False)
+                with self.progress.lock:
+                    self.progress.failed += 1
+                return
         with self.progress.lock:
             self.progress.done += 1
             self.progress.input_tokens += completion.input_tokens

@@ -112,7 +112,7 @@ def test_a_folder_without_approved_items_stops_with_one_line(tmp_path: Path) -> 
     assert rc == 4, out  # a usage error found by a fixture stops the run with pytest's usage-error code
     assert record == {}  # bad input is not a result: no run record
     assert out.count("no approved QA items (3 pending, 1 rejected, 1 stale)") == 1, out
-    assert f"usage error: {qa}: no approved QA items" in out
+    assert f"ERROR: {qa}: no approved QA items" in out
     assert "Traceback" not in out
 
 

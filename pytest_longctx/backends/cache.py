@@ -51,7 +51,7 @@ class ResponseCache:
         path = self.path(key)
         try:
             raw = path.read_bytes()
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):  # absent (its shard folder may not even be a folder)
             return None
         except OSError as exc:
             raise CorruptEntry(f"unreadable: {exc.strerror or exc}") from None
