@@ -330,3 +330,41 @@ def test_cancel_before_the_thread_runs_sends_nothing(tmp_path: Path) -> None:
     dispatcher.join()
     dispatcher.cancel("again")  # idempotent: the first reason stays
     assert dispatcher.cancelled == "-x: first failure" and (work / "stopped").read_text() == "-x: first failure"
+
+
+# -- batch mode --------------------------------------------------------------------------------------
+
+
+def test_sigint_while_polling_a_batch_leaves_it_recorded_for_resume(longctx_runner: Any, api: Any) -> None:
+    srv = api(batch_delay=3600)  # the batch stays in_progress until the test ends it
+    project: Path = longctx_runner.pytester.path
+    longctx_runner.pytester.makepyfile(test_eval=EVAL)
+    cache = project / "cache"
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}, "LONGCTX_BATCH_POLL": "0.05"}
+    cmd = [sys.executable, "-m", "pytest", "--longctx-model", MODEL, "--longctx-samples", "4", "--longctx-batch",
+           "true", "--longctx-cache-dir", str(cache), "--longctx-report-dir", str(project / "reports")]
+    out = project / "pytest-output.txt"
+    with out.open("wb") as fh:
+        proc = subprocess.Popen(cmd, cwd=project, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    run = Run(proc, project, out)
+    try:
+        run.wait_for("the batch submitted and polled", lambda: bool(list((cache / "batches").glob("*.json")))
+                     and srv.stats.endpoints.get("batches.retrieve", 0) >= 2)
+        proc.send_signal(signal.SIGINT)
+        code = run.exit_code()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    record = run.record()
+    assert code == 2 and record["stopped"] == "interrupted by SIGINT", run.output()
+    assert record["trials"] == [] and run.work_folders() == []
+    state_file = next((cache / "batches").glob("*.json"))
+    state = json.loads(state_file.read_text())
+    assert state["collected"] is False and len(state["keys"]) == 4
+
+    srv.batches._batches[state["id"]].end_at = time.time()  # the batch ends while nobody polls
+    resumed = longctx_runner.run("--longctx-samples", "4", "--longctx-batch", "true", model=MODEL, cache=True,
+                                 subprocess=True)
+    assert resumed.ret == 0 and [t["outcome"] for t in resumed.record["trials"]] == ["correct"] * 4
+    assert resumed.record["batch"]["resumed"] == [state["id"]] and resumed.record["batch"]["submitted"] == []
+    assert srv.stats.endpoints.get("batches.create") == 1 and json.loads(state_file.read_text())["collected"]
