@@ -81,6 +81,7 @@ def header(record: Mapping[str, Any]) -> str:
                    "none": "no thresholds set"}.get(status, counts)
     commit = str(s.get("git_commit") or "–")
     facts = [
+        _fact("protocol", esc(s.get("protocol", "longctx"))),
         _fact("seed", esc(s.get("seed"))),
         _fact("date (UTC)", f'{esc(utc_text(s.get("started")))} <span class="muted">({esc(s.get("duration_s"))} s)'
               "</span>"),

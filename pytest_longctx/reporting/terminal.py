@@ -30,7 +30,8 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     if not cells:
         _footer(tr, state)
         return
-    tr.write_sep("=", f"longctx: {settings.model.spec}  seed={settings.seed}  samples={settings.samples}")
+    tr.write_sep("=", f"longctx: {settings.model.spec}  protocol={settings.protocol}  seed={settings.seed}  "
+                      f"samples={'all' if settings.samples_all else settings.samples}")
     rows = [("experiment", "params", "n", "acc", "95% CI", "err", "verdict")]
     for cell in cells:
         cmp = cell.get("compare")
