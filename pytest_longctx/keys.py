@@ -28,6 +28,8 @@ class Shared:
     max_concurrency: int = 16
     seed: int = 0
     exact_tokens: bool = False
+    #: ``--longctx-cache replay``: exact token counts come from their cache only (replay never sends).
+    replay: bool = False
     cache_dir: str = ".longctx-cache"
 
     def share(self) -> int:
@@ -42,7 +44,7 @@ class Shared:
         if spec.provider == "local":
             options["base_url"] = self.local_url
         if spec.provider == "anthropic":
-            options.update(exact_tokens=self.exact_tokens, cache_dir=Path(self.cache_dir))
+            options.update(exact_tokens=self.exact_tokens, cache_dir=Path(self.cache_dir), replay=self.replay)
         return options
 
 

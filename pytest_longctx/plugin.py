@@ -50,13 +50,15 @@ def pytest_configure(config: pytest.Config) -> None:
                                           local_url=workerinput.get("longctx_local_url"),
                                           prefetch_dir=workerinput.get("longctx_prefetch_dir"),
                                           max_concurrency=settings.max_concurrency, seed=settings.seed,
-                                          exact_tokens=settings.exact_tokens, cache_dir=str(settings.cache_dir))
+                                          exact_tokens=settings.exact_tokens, cache_dir=str(settings.cache_dir),
+                                          replay=settings.cache == "replay")
         return
     numprocesses = getattr(config.option, "numprocesses", None) or 0
     dist = getattr(config.option, "dist", "no")
     workers = int(numprocesses) if isinstance(numprocesses, int) and dist != "no" else 1
     config.stash[SHARED_KEY] = Shared(workers=max(1, workers), max_concurrency=settings.max_concurrency,
                                       seed=settings.seed, exact_tokens=settings.exact_tokens,
+                                      replay=settings.cache == "replay",
                                       cache_dir=str(settings.cache_dir))
     config.stash[RUN_KEY] = RunState()
     if _needs_model_process(config):

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.server import FaultPlan, MessagesServer
-from tests.passkey_api import MODEL, SECRET
+from tests.passkey_api import EVAL, MODEL, SECRET
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "fixtures" / "docs"
@@ -465,3 +465,22 @@ def test_qa_generate_checks_its_output_before_generating(tmp_path: Path, server:
     assert rc == 2
     _one_line(text, line.format(t=tmp_path))
     assert server.stats.endpoints == {}
+
+
+def test_replay_with_exact_tokens_counts_from_the_cache_only(runner: Any, api: Any) -> None:
+    srv = api()
+    counting = EVAL.replace("    answer = await longctx.ask(request)",
+                            "    longctx.record(tokens=longctx.count_tokens(text))\n    answer = await longctx.ask(request)")
+    assert counting != EVAL
+    runner.pytester.makepyfile(test_eval=counting)
+    exact = (*GOOD, "--longctx-exact-tokens", "true")
+    good = runner.run(*exact, model=MODEL, cache=True)
+    assert good.ret == 0 and srv.stats.endpoints.get("count_tokens", 0) > 0, output(good)
+    srv.reset_stats()
+    replay = runner.run(*exact, "--longctx-cache", "replay", model=MODEL, cache=True)
+    assert replay.ret == 0 and replay.record["usage"]["cache_hits"] == TRIALS, output(replay)
+    shutil.rmtree(runner.pytester.path / "cache" / "token-counts")
+    missing = runner.run(*exact, "--longctx-cache", "replay", model=MODEL, cache=True)
+    assert missing.ret == 1, output(missing)
+    assert all("replay mode: no cached token count" in t["error"] for t in missing.record["trials"])
+    assert srv.stats.endpoints == {}  # neither replay sent a message or a token count

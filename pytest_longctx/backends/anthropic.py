@@ -21,6 +21,7 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.retry import Retrier, RetryPolicy, Verdict, retry_after_seconds
 from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.errors import NotCachedError
 from pytest_longctx.fsutil import atomic_write_text
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -92,7 +93,7 @@ class AnthropicBackend:
 
     def __init__(self, name: str, context_window: int = 200_000, *, max_concurrency: int = 16,
                  policy: RetryPolicy | None = None, timeout_s: float = 600.0, seed: int = 0,
-                 exact_tokens: bool = False, cache_dir: Path | None = None) -> None:
+                 exact_tokens: bool = False, cache_dir: Path | None = None, replay: bool = False) -> None:
         self.model = name
         self.context_window = context_window
         self._counter: TiktokenCounter | None = None  # loaded on first use: the prefetch dispatcher never counts
@@ -103,7 +104,7 @@ class AnthropicBackend:
         self._client: Any = None
         #: False once the API said this model takes no temperature (newer Claude models).
         self.sends_temperature = True
-        self._exact = ExactCounter(name, cache_dir, self.retrier) if exact_tokens else None
+        self._exact = ExactCounter(name, cache_dir, self.retrier, replay=replay) if exact_tokens else None
 
     @property
     def tokenizer(self) -> str:
@@ -167,8 +168,11 @@ class ExactCounter:
     once and subtracted, so counts of pieces add up to (at most) the count of their concatenation.
     """
 
-    def __init__(self, model: str, cache_dir: Path | None, retrier: Retrier | None = None) -> None:
+    def __init__(self, model: str, cache_dir: Path | None, retrier: Retrier | None = None, *,
+                 replay: bool = False) -> None:
         self.model = model
+        #: ``--longctx-cache replay``: a count not cached is an error of the trial, never a request.
+        self.replay = replay
         self._retrier = retrier or Retrier("anthropic", os.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL)
         self.name = f"anthropic/{model} (count_tokens API)"
         self._folder = (cache_dir or Path(".longctx-cache")) / "token-counts" / model.replace("/", "_")
@@ -183,7 +187,9 @@ class ExactCounter:
         try:
             return int(path.read_text())
         except (OSError, ValueError):
-            pass
+            if self.replay:
+                raise NotCachedError(f"replay mode: no cached token count {digest[:12]} for {self.model}; "
+                                     "run once with --longctx-cache on") from None
         if self._client is None:
             import anthropic
 
