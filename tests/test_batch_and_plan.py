@@ -48,7 +48,7 @@ def test_batch_run_submits_once_scores_like_live_and_collects_nothing_twice(runn
 
 
 def test_batch_survives_an_interruption_between_submit_and_collect(runner: Any, api: Any) -> None:
-    srv = api(batch_delay=3.0)
+    srv = api(batch_delay=3600.0)  # in progress until released below: the kill certainly falls before collect
     cache = runner.pytester.path / "cache"
     env = {**os.environ, "LONGCTX_BATCH_POLL": "0.05", "ANTHROPIC_BASE_URL": srv.base_url,
            "ANTHROPIC_API_KEY": SECRET}
@@ -57,12 +57,13 @@ def test_batch_survives_an_interruption_between_submit_and_collect(runner: Any, 
            "--longctx-report-dir", str(runner.pytester.path / "reports")]
     proc = subprocess.Popen(cmd, cwd=runner.pytester.path, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while not list((cache / "batches").glob("*.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert list((cache / "batches").glob("*.json")), "the batch was never recorded"
     os.kill(proc.pid, signal.SIGKILL)  # after submit, before collect
     proc.wait()
+    assert srv.batches.end_now() == 1  # the batch ends only now, after the kill
     state = json.loads(next((cache / "batches").glob("*.json")).read_text())
     assert state["collected"] is False
 
