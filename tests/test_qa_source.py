@@ -211,3 +211,35 @@ def test_samples_all_runs_the_whole_baseline_then_exactly_its_right_answers(pyte
     assert sorted(t["item"] for t in qa) == sorted(right)  # every question it got right, once each, no other
     assert all(t["detail"]["baseline_excluded"] == questions - len(right) and t["detail"]["baseline_file"]
                for t in qa)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--longctx-protocol", "paper"], "--longctx-protocol: expected source or longctx, got 'paper'"),
+    (["--longctx-context-sizes", "70000,lots"], "--longctx-context-sizes: expected a whole number, got 'lots'"),
+    (["--longctx-protocol", "source", "--longctx-scoring", "logprob", "--longctx-model", "local/smollm2-135m"],
+     "--longctx-scoring: logprob is not the source protocol's scoring"),
+], ids=["protocol", "sizes", "source-logprob"])
+def test_bad_qa_options_are_one_line_usage_errors(pytester: pytest.Pytester, args: list[str], message: str) -> None:
+    pytester.makepyfile(test_x="def test_x():\n    pass\n")
+    args = args if "--longctx-model" in args else ["--longctx-model", "fake/perfect", *args]
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    lines = [line for line in result.stderr.lines if line.strip()]
+    assert len(lines) == 1 and message in lines[0], result.stderr.str()
+
+
+def test_sizes_from_the_ini_and_unfillable_sizes(pytester: pytest.Pytester, fr_xml: Path) -> None:
+    """``longctx_context_sizes`` in the ini chooses sizes; a size beyond the corpus is not generated, and says so."""
+    pytester.makefile(".ini", pytest="[pytest]\nlongctx_context_sizes = 3000, 500000\n")
+    result, record = run_evals(pytester, fr_xml.parent, "r", "--longctx-samples", "1", "-c", "pytest.ini",
+                               "--rootdir", str(ROOT), "-k", "position and plain and none")
+    assert result.ret == 0, result.stdout.str()
+    assert {t["params"]["context_tokens"] for t in record["trials"] if t["experiment"] == "qa"} == {3000}
+    sizes = next(t for t in record["tables"] if t["title"].startswith("QA context sizes"))
+    assert "500,000 tokens (asked for) exceed the" in sizes["note"]
+    assert "500,000 tokens (asked for) exceed the" in result.stdout.str()
+    only_big = pytester.runpytest_subprocess(str(EVALS), "-p", "no:cacheprovider", "--longctx-model", "fake/perfect",
+                                             "--longctx-data-dir", str(fr_xml.parent), "--longctx-context-sizes",
+                                             "500000", "--longctx-cache-dir", str(pytester.path / "c"))
+    assert only_big.ret == pytest.ExitCode.USAGE_ERROR
+    assert "500,000 tokens (asked for) exceed the" in only_big.stderr.str() + only_big.stdout.str()
