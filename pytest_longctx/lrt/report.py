@@ -70,7 +70,8 @@ def miss_table(trials: Trials) -> dict[str, Any] | None:
     if not by_mode:
         return None
     rows = []
-    for mode in sorted(by_mode, key=lambda m: (m not in UNBLOCKED, block_size(m), m)):
+    for mode in sorted(by_mode, key=lambda m: (m not in UNBLOCKED, UNBLOCKED.index(m) if m in UNBLOCKED
+                                               else block_size(m), m)):
         misses = by_mode[mode]
         distances = [abs(int(d["miss_distance"])) for d in misses if isinstance(d.get("miss_distance"), int)]
         rows.append([mode, str(len(misses)), str(sum(1 for d in misses if d.get("no_number"))),
