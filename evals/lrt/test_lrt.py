@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_longctx import Oracle
+from pytest_longctx.lrt.conditions import lrt_plan
 from pytest_longctx.lrt.files import build_file, build_source_file, explain
 from pytest_longctx.lrt.prompts import lrt_request
 
@@ -30,6 +31,6 @@ async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
     longctx.record(expected=file.expected, answer=scored["answer_value"], item=f"line-{file.target}",
                    protocol=protocol, template=request.template, target_line=file.target,
                    instruction_at=file.instruction_at, context_tokens=longctx.count_tokens(request.messages[0].content),
-                   tokenizer=longctx.tokenizer,
+                   tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings).note,
                    **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
     assert scored["correct"], f"line {file.target}: expected {file.expected}, got {scored['answer_value']}"

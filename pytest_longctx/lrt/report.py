@@ -89,6 +89,9 @@ def lrt_tables(cells: Cells, trials: Trials) -> list[dict[str, Any]]:
     lines, modes, grid = _grid(cells)
     protocol = protocol_of(trials)
     ref = f"protocol {protocol}; chance ≈ 0 (a guessed value is right 1 time in {round(1 / chance(protocol)):,})."
+    skipped = sorted({str((t.get("detail") or {}).get("size_note")) for t in trials
+                      if (t.get("detail") or {}).get("size_note")})
+    ref += "".join(f" {note}." for note in skipped)
     out = []
     unblocked = [m for m in modes if m in UNBLOCKED]
     blocked = [m for m in modes if m not in UNBLOCKED]
