@@ -55,7 +55,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("max-concurrency", "16", "model requests in flight across all workers (default: 16)"),
     OptionDef("context-window", None, "override the model's usable context window in tokens (default: the model's)"),
     OptionDef("data-dir", None, "folder holding corpora such as FR-<date>.xml; also $LONGCTX_DATA_DIR (default: none)"),
-    OptionDef("fr-date", "2024-02-12", "Federal Register issue date for the qa experiment (default: 2024-02-12)"),
+    OptionDef("fr-date", "2024-02-12", "Federal Register issue date(s) for the qa experiment, comma-separated: the "
+              "first holds the questions, further issues add distractor sections (default: 2024-02-12)"),
     OptionDef("docs", None, "folder of your own documents for the docs experiment (default: fixtures/docs)"),
     OptionDef("docs-review", "required", "which QA items of the docs folder are used: required (approved only) or "
               "optional (approved and pending) (default: required)"),
