@@ -134,3 +134,13 @@ def test_lines_option_chooses_sizes_and_names_those_that_do_not_fit() -> None:
     assert plan.note is not None and "6,500 lines not run" in plan.note and "32,768" in plan.note
     local = lrt_plan(_settings(model=parse_model_spec("local/smollm2-135m"), context_window=8192))
     assert local.lines == list(parse_model_spec("local/smollm2-135m").profile.lrt_lines)
+
+
+def test_a_prompt_longer_than_the_window_is_an_error_naming_the_option() -> None:
+    from pytest_longctx.lrt.prompts import FileTooLarge, check_fits
+
+    request = lrt_request(build_source_file(50, "none", random.Random(0)))
+    check_fits(request, 8182, 8192)
+    with pytest.raises(FileTooLarge, match=r"8,183 tokens \(\+10 to answer\) does not fit the model's 8,192-token "
+                                           r"window; choose smaller --longctx-lrt-lines"):
+        check_fits(request, 8183, 8192)

@@ -15,7 +15,7 @@ import pytest
 from pytest_longctx import Oracle
 from pytest_longctx.lrt.conditions import lrt_plan
 from pytest_longctx.lrt.files import build_file, build_source_file, explain
-from pytest_longctx.lrt.prompts import lrt_request
+from pytest_longctx.lrt.prompts import check_fits, lrt_request
 
 pytestmark = pytest.mark.longctx("lrt")
 
@@ -26,11 +26,13 @@ async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
     file = build(lines, shuffle, longctx.rng)
     neighbours = tuple(str(file.values[k]) for k in (file.target - 1, file.target + 1) if k in file.values)
     request = lrt_request(file)
+    tokens = longctx.count_tokens(request.messages[0].content)
+    check_fits(request, tokens, longctx.context_window)
     answer = await longctx.ask(request, oracle=Oracle(str(file.expected), neighbours or ("0",)))
     scored = explain(file, answer)
     longctx.record(expected=file.expected, answer=scored["answer_value"], item=f"line-{file.target}",
                    protocol=protocol, template=request.template, target_line=file.target,
-                   instruction_at=file.instruction_at, context_tokens=longctx.count_tokens(request.messages[0].content),
+                   instruction_at=file.instruction_at, context_tokens=tokens,
                    tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings).note,
                    **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
     assert scored["correct"], f"line {file.target}: expected {file.expected}, got {scored['answer_value']}"

@@ -10,6 +10,7 @@ sends it too.
 from __future__ import annotations
 
 from pytest_longctx.backends.base import Request
+from pytest_longctx.errors import LongctxError
 from pytest_longctx.lrt.files import LrtFile
 from pytest_longctx.prompts.templates import Template
 
@@ -21,6 +22,17 @@ LRT_SOURCE = Template("lrt-source", 1, HEADER + "\n\n{file}")
 SOURCE_MAX_TOKENS = 10
 MAX_TOKENS = 16
 TEMPLATES = (LRT, LRT_SOURCE)
+
+
+class FileTooLarge(LongctxError):
+    """An LRT prompt longer than the model's window (the size estimate was off for its tokenizer)."""
+
+
+def check_fits(request: Request, tokens: int, window: int) -> None:
+    """Raise :class:`FileTooLarge` (the trial is an error, not a wrong answer) when the prompt cannot fit."""
+    if tokens + request.max_tokens > window:
+        raise FileTooLarge(f"LRT prompt of {tokens:,} tokens (+{request.max_tokens} to answer) does not fit the "
+                           f"model's {window:,}-token window; choose smaller --longctx-lrt-lines")
 
 
 def lrt_request(file: LrtFile) -> Request:
