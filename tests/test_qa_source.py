@@ -243,3 +243,30 @@ def test_sizes_from_the_ini_and_unfillable_sizes(pytester: pytest.Pytester, fr_x
                                              "500000", "--longctx-cache-dir", str(pytester.path / "c"))
     assert only_big.ret == pytest.ExitCode.USAGE_ERROR
     assert "500,000 tokens (asked for) exceed the" in only_big.stderr.str() + only_big.stdout.str()
+
+
+def test_study_table_layout_and_chance_on_every_qa_chart() -> None:
+    from pytest_longctx.qa.report import qa_figures, qa_tables
+
+    cells, trials = [], []
+    for size in (70_000, 95_000):
+        for prompt in ("plain", "scratchpad"):
+            for examples in ("none", "context-5"):
+                for i, pos in enumerate(("beginning", "middle", "end")):
+                    params = {"context_tokens": size, "examples": examples, "position": pos, "prompt": prompt}
+                    cells.append({"experiment": "qa", "params": params, "correct": i, "n": 4})
+                    trials.append({"experiment": "qa", "params": params, "detail": {
+                        "context_tokens_actual": size - 300 - i, "protocol": "source", "baseline_excluded": 12,
+                        "baseline_file": "b.json", "tokenizer": "tiktoken/cl100k_base"}})
+    cells.append({"experiment": "qa", "params": {"context_tokens": 95_000, "depth": 50}, "correct": 1, "n": 4})
+    tables = qa_tables(cells, trials)
+    assert len(tables) == 3 and "70,000-token" in tables[0]["title"] and "95,000-token" in tables[1]["title"]
+    first = tables[0]
+    assert first["columns"] == ["prompt variant", "beginning", "middle", "end"]
+    assert [r[0] for r in first["rows"]] == ["plain", "scratchpad", "plain + 5 examples from the context",
+                                            "scratchpad + 5 examples from the context"]
+    assert first["rows"][0][1:] == [{"correct": 0, "n": 4}, {"correct": 1, "n": 4}, {"correct": 2, "n": 4}]
+    assert "12 questions excluded (b.json)" in first["note"] and "protocol source" in first["title"]
+    assert tables[-1]["rows"][0][:2] == ["70,000", "12"]
+    figures = [f for f in qa_figures(cells, trials) if f is not None]
+    assert len(figures) == 3 and all("chance 0.25" in f.svg for f in figures)

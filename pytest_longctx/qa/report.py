@@ -113,7 +113,8 @@ def qa_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
                     and isinstance(c["params"].get("context_tokens"), int)})
     figures: list[Figure | None] = []
     for size in sizes:
-        mine = [c for c in cells if c.get("params", {}).get("context_tokens") == size]
+        mine = [{**c, "params": {k: v for k, v in c["params"].items() if k != "context_tokens"}}
+                for c in cells if c.get("params", {}).get("context_tokens") == size]  # one size: nothing pooled
         figures.append(accuracy_lines(mine, "position", variant,
                                       f"Accuracy by position, per prompt variant ({size:,} tokens)", ref=CHANCE_REF))
     figures.append(accuracy_lines(cells, "depth", ["context_tokens"], "Accuracy by depth (%), per context size",
