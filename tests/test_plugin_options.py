@@ -42,7 +42,9 @@ def test_help_shows_the_longctx_group(longctx_runner: Any) -> None:
     (["--longctx-threshold", "kind=wrong"], "--longctx-threshold: missing SELECTOR:SPEC", True),
     (["--longctx-threshold", "*:1.5"], "--longctx-threshold: accuracy must be between", False),
     (["--longctx-threshold", "*:max-drop=0.1/often"], "unknown suffix 'often'", False),
-], ids=["fake-name", "provider", "no-spec", "range", "suffix"])
+    (["--longctx-lrt-lines", "500,many"], "--longctx-lrt-lines: expected a whole number, got 'many'", False),
+    (["--longctx-lrt-lines", "1"], "--longctx-lrt-lines: must be >= 2, got 1", False),
+], ids=["fake-name", "provider", "no-spec", "range", "suffix", "lrt-lines", "lrt-lines-low"])
 def test_bad_value_is_a_one_line_usage_error(longctx_runner: Any, args: list[str], message: str,
                                              subprocess: bool) -> None:
     pytester = longctx_runner.pytester
@@ -108,3 +110,11 @@ def test_ini_list_thresholds(longctx_runner: Any, form: str) -> None:
     assert [c["verdict"] for c in run.cell("opt", kind="right")["checks"]] == ["pass"]
     assert [c["verdict"] for c in run.cell("opt", kind="wrong")["checks"]] == ["fail"]
     assert run.ret == 10
+
+
+def test_lrt_lines_from_ini_and_cli(longctx_runner: Any) -> None:
+    """--longctx-lrt-lines (ini longctx_lrt_lines) reaches the settings sorted; the command line wins."""
+    longctx_runner.project('longctx_lrt_lines = "6500, 500,1000"')
+    longctx_runner.pytester.makepyfile(test_one=ONE_TRIAL)
+    assert longctx_runner.run().record["settings"]["lrt_lines"] == [500, 1000, 6500]
+    assert longctx_runner.run("--longctx-lrt-lines", "2000").record["settings"]["lrt_lines"] == [2000]
