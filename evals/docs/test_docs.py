@@ -29,6 +29,7 @@ pytestmark = pytest.mark.longctx("docs")
 
 async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
     item = docs.item_for(longctx.sample)
+    longctx.record(protocol=docs.protocol)  # also on an errored trial
     stack = docs.at_depth(item, depth)
     answer = await longctx.ask(docs.question(item, docs.render(stack)), oracle=docs.oracle(item, longctx.rng))
     longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,
@@ -39,6 +40,7 @@ async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
 
 async def test_context_size(longctx, longctx_judge, docs, context_fraction: int, arm: str) -> None:
     item = docs.item_for(longctx.sample)
+    longctx.record(protocol=docs.protocol)  # also on an errored trial
     stack = docs.of_size(item, context_fraction)
     context, retrieval = docs.retrieve(stack, item) if arm == "rag" else (docs.render(stack), {})
     answer = await longctx.ask(docs.question(item, context), oracle=docs.oracle(item, longctx.rng))

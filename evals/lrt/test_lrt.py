@@ -26,12 +26,13 @@ async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
     file = build(lines, shuffle, longctx.rng)
     neighbours = tuple(str(file.values[k]) for k in (file.target - 1, file.target + 1) if k in file.values)
     request = lrt_request(file)
+    longctx.record(protocol=protocol, template=request.template)  # also on an errored trial
     tokens = longctx.count_tokens(request.messages[0].content)
     check_fits(request, tokens, longctx.context_window)
     answer = await longctx.ask(request, oracle=Oracle(str(file.expected), neighbours or ("0",)))
     scored = explain(file, answer)
     longctx.record(expected=file.expected, answer=scored["answer_value"], item=f"line-{file.target}",
-                   protocol=protocol, template=request.template, target_line=file.target,
+                   target_line=file.target,
                    instruction_at=file.instruction_at, context_tokens=tokens,
                    tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings).note,
                    **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
