@@ -160,10 +160,11 @@ def _start_services(config: pytest.Config) -> None:
 
     install_signals(config)  # from here on requests may go out: SIGINT/SIGTERM record why, cancel, exit 2
     from pytest_longctx.errors import UsageError
-    from pytest_longctx.services import start_local_server, start_prefetch
+    from pytest_longctx.services import settle_tokenizer, start_local_server, start_prefetch
 
     try:
         start_local_server(config)
+        settle_tokenizer(config)
         start_prefetch(config)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None

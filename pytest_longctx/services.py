@@ -30,6 +30,30 @@ def start_local_server(config: pytest.Config) -> None:
     config.stash[RUN_KEY].server = server
 
 
+def settle_tokenizer(config: pytest.Config) -> None:
+    """openai/*: probe the server's ``/tokenize`` once, here, before any other process starts.
+
+    Workers and the plan child inherit the answer (``$LONGCTX_OPENAI_TOKENIZE``), so they all size contexts
+    with the same tokenizer even when the server is too busy to answer a probe quickly. A user's own value
+    wins; an unreachable server is left to the trials (they stop the run, naming it).
+    """
+    from pytest_longctx.backends.openai_compat import TOKENIZE_ENV, OpenAIBackend
+    from pytest_longctx.errors import BackendError
+
+    s = config.stash[SETTINGS_KEY]
+    spec = s.model if s.model.provider == "openai" else s.judge
+    if spec.provider != "openai" or os.environ.get(TOKENIZE_ENV) in ("0", "1"):
+        return
+    backend = OpenAIBackend(spec.name)
+    try:
+        os.environ[TOKENIZE_ENV] = "1" if backend.server_tokenizes() else "0"
+    except BackendError:
+        return
+    finally:
+        backend.close_sync()
+    config.add_cleanup(lambda: os.environ.pop(TOKENIZE_ENV, None))  # this run's answer, not the next one's
+
+
 def prefetch_wanted(config: pytest.Config) -> bool:
     s = config.stash[SETTINGS_KEY]
     if s.plan or os.environ.get("LONGCTX_CHILD") or s.cache == "off":

@@ -235,10 +235,17 @@ def test_the_openai_compatible_backend_works_against_the_same_server(server: Loc
 
 
 def test_without_a_tokenize_endpoint_openai_counts_with_tiktoken_and_says_so() -> None:
-    backend = OpenAIBackend("gpt-x", base_url=dead_url() + "/v1", policy=FAST_FAIL)
-    assert backend.tokenizer == "tiktoken/cl100k_base (approximate)"
-    assert backend.count_tokens("hello long context") == TiktokenCounter().count("hello long context")
+    from pytest_longctx.server import MessagesServer
+
+    with MessagesServer("echo") as srv:  # <base>/x/tokenize is a 404: a server without /tokenize
+        backend = OpenAIBackend("gpt-x", base_url=srv.base_url + "/x/v1", policy=FAST_FAIL)
+        assert backend.tokenizer == "tiktoken/cl100k_base (approximate)"
+        assert backend.count_tokens("hello long context") == TiktokenCounter().count("hello long context")
+        assert srv.stats.endpoints == {"unknown": 1}  # probed once
     assert OpenAIBackend("gpt-x", base_url="https://api.openai.com/v1").tokenizer.startswith("tiktoken/")
+    unreachable = OpenAIBackend("gpt-x", base_url=dead_url() + "/v1", policy=FAST_FAIL)
+    with pytest.raises(FatalBackendError, match="cannot reach"):  # no answer is a failure, not a tokenizer switch
+        _ = unreachable.tokenizer
 
 
 # --- failures are errors, never empty answers -----------------------------------------------

@@ -20,13 +20,18 @@ from typing import Any
 import httpx
 
 from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.backends.http import apost_json, post_json
+from pytest_longctx.backends.http import apost_json, json_object, judge, post_json
 from pytest_longctx.backends.retry import Retrier, RetryPolicy
 from pytest_longctx.errors import BackendError, UsageError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Environment variables naming the endpoint and the key.
 URL_VAR, KEY_VAR = "OPENAI_BASE_URL", "OPENAI_API_KEY"
+#: "1": count with the server's ``/tokenize``; "0": with tiktoken. Set by the controller after probing once,
+#: so every process of a run (xdist workers, the plan child) sizes contexts with the same tokenizer.
+TOKENIZE_ENV = "LONGCTX_OPENAI_TOKENIZE"
+#: Answers meaning "this server has no usable /tokenize" (as opposed to "no answer yet").
+_NO_TOKENIZE = frozenset({400, 404, 405, 422, 501})
 #: OpenAI's ``finish_reason`` in the stop-reason vocabulary the other backends use.
 _STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "content_filter": "refusal", "tool_calls": "tool_use"}
 _APPROXIMATE = " (approximate)"
@@ -101,12 +106,14 @@ class OpenAIBackend:
         max_concurrency: int = 16,
         seed: int = 0,
     ) -> None:
-        """``tokenize``: use the server's ``/tokenize`` (True), tiktoken (False), or probe once (None)."""
+        """``tokenize``: use the server's ``/tokenize`` (True), tiktoken (False), or ``$LONGCTX_OPENAI_TOKENIZE``,
+        else probe once (None)."""
         self.model = model
         self.context_window = context_window
         self.base_url = (base_url or os.environ.get(URL_VAR) or DEFAULT_BASE_URL).rstrip("/")
         self._api_key = api_key if api_key is not None else os.environ.get(KEY_VAR)
-        self._tokenize = tokenize
+        env = os.environ.get(TOKENIZE_ENV, "")
+        self._tokenize = tokenize if tokenize is not None or env not in ("0", "1") else env == "1"
         self._timeout = httpx.Timeout(timeout_s, connect=10.0)
         self.retrier = Retrier(f"openai/{model}", self.base_url, policy, seed=seed, max_concurrency=max_concurrency,
                                hint=f"; set {URL_VAR} to a running OpenAI-compatible server")
@@ -142,14 +149,14 @@ class OpenAIBackend:
 
     @property
     def tokenizer(self) -> str:
-        if self._server_tokenizes():
+        if self.server_tokenizes():
             return f"openai/{self.model}"
         from pytest_longctx.corpus.tokens import TIKTOKEN_NAME
 
         return TIKTOKEN_NAME + _APPROXIMATE
 
     def count_tokens(self, text: str) -> int:
-        if self._server_tokenizes():
+        if self.server_tokenizes():
             data = post_json(self._sync_client(), self.tokenize_url, _tokenize_body(self.model, text),
                              retrier=self.retrier, headers=self._headers, key_hint=self._key_hint)
             return _token_count(data)
@@ -163,22 +170,33 @@ class OpenAIBackend:
         client, self._client = self._client, None
         if client is not None and self._client_loop is asyncio.get_running_loop():
             await client.aclose()
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        """Close the blocking client (token counting); :meth:`aclose` closes both."""
         if self._sync is not None:
             self._sync.close()
             self._sync = None
 
-    def _server_tokenizes(self) -> bool:
+    def server_tokenizes(self) -> bool:
+        """Whether tokens are counted by the server's ``/tokenize`` (probed once; an unreachable server raises)."""
         if self._tokenize is None:
             self._tokenize = "api.openai.com" not in self.base_url and self._probe_tokenize()
         return bool(self._tokenize)
 
     def _probe_tokenize(self) -> bool:
-        """One try of ``/tokenize``, outside the retry loop: its absence is an answer, not a failure."""
-        try:
+        """Ask ``/tokenize`` once through the retry loop: a 4xx answer means it has none (tiktoken then counts);
+        no answer at all is a failure, never a silent switch of tokenizer."""
+
+        def attempt() -> dict[str, Any] | None:
             response = self._sync_client().post(self.tokenize_url, json=_tokenize_body(self.model, "probe"),
                                                 headers=self._headers)
-            return response.status_code == 200 and _token_count(response.json()) > 0
-        except (httpx.HTTPError, ValueError, TypeError, KeyError):
+            return None if response.status_code in _NO_TOKENIZE else json_object(response)
+
+        data = self.retrier.run_blocking(attempt, lambda exc: judge(exc, key_hint=self._key_hint))
+        try:
+            return data is not None and _token_count(data) > 0
+        except (KeyError, TypeError, ValueError):
             return False
 
     def _async_client(self) -> httpx.AsyncClient:
