@@ -174,7 +174,7 @@ def messages(srv: Any) -> int:
     return int(srv.stats.endpoints.get("messages", 0))
 
 
-def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, reason: str) -> dict[str, Any]:
+def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, signalled: float, reason: str) -> dict[str, Any]:
     """The checks every stop shares; returns the record."""
     run.wait_for("the run record", run.record_path.is_file)
     gate.opened.set()  # a dispatcher still running would now send more before the process exits
@@ -183,6 +183,7 @@ def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, reason: str) -
     assert code == 2, run.output()
     assert record["stopped"] == reason
     assert messages(srv) == at_stop, "a request started after the stop"
+    assert max(srv.stats.arrivals) < signalled  # by the server's own clock: nothing arrived after the signal
     assert run.cached() == FREE  # what was answered is kept
     assert run.work_folders() == []  # joined, then removed
     assert all(t["outcome"] == "correct" for t in record["trials"])
@@ -200,9 +201,9 @@ def test_sigint_while_planning_kills_the_plan_child_and_cancels_prefetch(start: 
     run.wait_for("4 answers cached and 4 requests held while planning",
                  lambda: messages(srv) == FREE + C and run.cached() == FREE and blocked.exists())
     child = int(blocked.read_text())
-    at_stop = messages(srv)
+    at_stop, signalled = messages(srv), time.time()
     run.proc.send_signal(signal.SIGINT)
-    record = stopped_cleanly(run, srv, gate, at_stop, "interrupted by SIGINT")
+    record = stopped_cleanly(run, srv, gate, at_stop, signalled, "interrupted by SIGINT")
     assert record["trials"] == [] and record["prefetch"]["sent"] == FREE
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)  # the plan child was terminated (and reaped)
@@ -221,9 +222,9 @@ def test_a_signal_while_tests_wait_for_prefetch_stops_the_run(start: Any, mode: 
     # s0-s3 answered and scored; every lane holds one request; the next test waits for its answer.
     run.wait_for("4 trials finished and 4 requests held",
                  lambda: messages(srv) == FREE + C and run.finished() == FREE)
-    at_stop = messages(srv)
+    at_stop, signalled = messages(srv), time.time()
     run.proc.send_signal(signum)
-    record = stopped_cleanly(run, srv, gate, at_stop, f"interrupted by {signal.Signals(signum).name}")
+    record = stopped_cleanly(run, srv, gate, at_stop, signalled, f"interrupted by {signal.Signals(signum).name}")
     assert 1 <= len(record["trials"]) <= FREE
     assert record["prefetch"]["sent"] == FREE
 

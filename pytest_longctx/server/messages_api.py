@@ -24,6 +24,7 @@ import logging
 import random
 import socket
 import threading
+import time
 import urllib.parse
 from collections.abc import Sequence
 from typing import Any, TypeAlias
@@ -174,6 +175,7 @@ class MessagesServer:
             snapshot = copy.copy(self._stats)
             snapshot.endpoints = dict(self._stats.endpoints)
             snapshot.requests = list(self._stats.requests)
+            snapshot.arrivals = list(self._stats.arrivals)
             snapshot.faults = dict(self._stats.faults)
             snapshot.errors = dict(self._stats.errors)
         return snapshot
@@ -214,6 +216,7 @@ class MessagesServer:
             else:
                 with self._lock:
                     self._stats.endpoints[endpoint] = self._stats.endpoints.get(endpoint, 0) + 1
+                    self._stats.arrivals.append(time.time())
                     self._stats.in_flight += 1
                     self._stats.max_in_flight = max(self._stats.max_in_flight, self._stats.in_flight)
                 try:

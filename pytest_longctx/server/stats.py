@@ -24,6 +24,8 @@ class ServerStats:
     errors: dict[str, int] = field(default_factory=dict)
     in_flight: int = 0
     max_in_flight: int = 0
+    #: Arrival times (``time.time()``) of the counted API requests, in order: what started after a given moment.
+    arrivals: list[float] = field(default_factory=list)
     #: Tokens billed on successful ``/v1/messages`` answers.
     input_tokens: int = 0
     output_tokens: int = 0
