@@ -186,7 +186,7 @@ def test_one_table_row_per_cell(showcase: dict[str, Any], page: Page) -> None:
 def test_charts_per_experiment(page: Page) -> None:
     assert page.svgs == {"exp-qa": 2, "exp-controls": 1, "exp-lrt": 2, "exp-docs": 4, "exp-demo": 1}
     captions = page.text
-    for title in ("Accuracy by depth (%), per prompt variant", "Accuracy: depth × context size",
+    for title in ("Accuracy by depth (%), per prompt variant", "Accuracy by depth (%), per context size",
                   "Controls: with the source (baseline) vs without it (control)", "Accuracy by lines, per shuffle mode",
                   "Where wrong answers point", "Accuracy by context fraction, long context vs RAG",
                   "Retrieval recall (RAG)", "Judge agreement", "Accuracy per condition"):

@@ -112,11 +112,18 @@ def qa_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
     sizes = sorted({c["params"]["context_tokens"] for c in cells if "position" in c.get("params", {})
                     and isinstance(c["params"].get("context_tokens"), int)})
     figures: list[Figure | None] = []
+    unsized = [c for c in cells if "position" in c.get("params", {}) and "context_tokens" not in c["params"]]
+    if unsized:
+        figures.append(accuracy_lines(unsized, "position", variant, "Accuracy by position, per prompt variant",
+                                      ref=CHANCE_REF))
     for size in sizes:
         mine = [{**c, "params": {k: v for k, v in c["params"].items() if k != "context_tokens"}}
                 for c in cells if c.get("params", {}).get("context_tokens") == size]  # one size: nothing pooled
         figures.append(accuracy_lines(mine, "position", variant,
                                       f"Accuracy by position, per prompt variant ({size:,} tokens)", ref=CHANCE_REF))
+    if any("depth" in c.get("params", {}) and "prompt" in c["params"] for c in cells):
+        figures.append(accuracy_lines(cells, "depth", variant, "Accuracy by depth (%), per prompt variant",
+                                      ref=CHANCE_REF))
     figures.append(accuracy_lines(cells, "depth", ["context_tokens"], "Accuracy by depth (%), per context size",
                                   ref=CHANCE_REF))
     return figures
