@@ -469,8 +469,8 @@ def test_qa_generate_checks_its_output_before_generating(tmp_path: Path, server:
 
 def test_replay_with_exact_tokens_counts_from_the_cache_only(runner: Any, api: Any) -> None:
     srv = api()
-    counting = EVAL.replace("    answer = await longctx.ask(request)",
-                            "    longctx.record(tokens=longctx.count_tokens(text))\n    answer = await longctx.ask(request)")
+    ask = "    answer = await longctx.ask(request)"
+    counting = EVAL.replace(ask, "    longctx.record(tokens=longctx.count_tokens(text))\n" + ask)
     assert counting != EVAL
     runner.pytester.makepyfile(test_eval=counting)
     exact = (*GOOD, "--longctx-exact-tokens", "true")
