@@ -33,6 +33,17 @@ class Planned(pytest.skip.Exception):  # type: ignore[name-defined,misc]
         self.entry = entry
 
 
+class RunStopped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """The run stopped (SIGINT, -x, a fatal error) before this test's request was answered or sent.
+
+    Not a trial result, so a skip (like :class:`Planned`): the record holds what finished, and says why it stopped.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"longctx: the run stopped before this request was answered ({reason})",
+                         _use_item_location=True)
+
+
 @dataclass
 class ModelClient:
     """Wraps a backend with the response cache, a concurrency limit and plan mode."""
@@ -46,6 +57,8 @@ class ModelClient:
     plan_out: Path | None = None
     #: Prefetch/batch: planned requests are answered by the controller through the cache.
     waiter: Waiter | None = None
+    #: Created by the controller when the run stops (``stopping.request_stop``): no request is sent after it.
+    stop_file: Path | None = None
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
     _put_failed: bool = field(default=False, repr=False)
 
@@ -80,6 +93,8 @@ class ModelClient:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         async with self._semaphore:
+            if self.stop_file is not None and self.stop_file.exists():  # checked right before sending
+                raise RunStopped(self.stop_file.read_text(encoding="utf-8").strip() or "stopped")
             start = time.perf_counter()
             if self.backend.provider == "fake":
                 completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]

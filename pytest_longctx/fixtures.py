@@ -40,7 +40,8 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
 
         waiter = Waiter(Path(shared.prefetch_dir), cache)
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
-                       plan_out=s.plan_out, waiter=waiter)
+                       plan_out=s.plan_out, waiter=waiter,
+                       stop_file=Path(shared.stop_file) if shared.stop_file else None)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -25,6 +25,8 @@ class Shared:
     local_url: str | None = None
     #: Work folder of the controller's prefetch/batch (planned keys, error files), if active.
     prefetch_dir: str | None = None
+    #: Created by the controller when the run stops: workers send nothing after it (see ``stopping.py``).
+    stop_file: str | None = None
     max_concurrency: int = 16
     seed: int = 0
     exact_tokens: bool = False

@@ -49,6 +49,7 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SHARED_KEY] = Shared(workers=int(workerinput.get("longctx_workers", 1)),
                                           local_url=workerinput.get("longctx_local_url"),
                                           prefetch_dir=workerinput.get("longctx_prefetch_dir"),
+                                          stop_file=workerinput.get("longctx_stop_file"),
                                           max_concurrency=settings.max_concurrency, seed=settings.seed,
                                           exact_tokens=settings.exact_tokens, cache_dir=str(settings.cache_dir),
                                           replay=settings.cache == "replay")
@@ -184,6 +185,7 @@ class _XdistHooks:
         node.workerinput["longctx_workers"] = shared.workers  # type: ignore[attr-defined]
         node.workerinput["longctx_local_url"] = shared.local_url  # type: ignore[attr-defined]
         node.workerinput["longctx_prefetch_dir"] = shared.prefetch_dir  # type: ignore[attr-defined]
+        node.workerinput["longctx_stop_file"] = shared.stop_file  # type: ignore[attr-defined]
 
 
 @pytest.hookimpl(trylast=True)

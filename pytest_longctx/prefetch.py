@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.cache import ResponseCache
+from pytest_longctx.client import RunStopped
 from pytest_longctx.errors import BackendError, FatalBackendError
 from pytest_longctx.fsutil import atomic_write_text
 from pytest_longctx.plan_child import read_plan
@@ -41,14 +40,6 @@ def kept_path(work: Path, key: str) -> Path:
 def stopped_path(work: Path) -> Path:
     """Written when the run stopped (SIGINT, -x, a fatal error): holds why; waiting tests then end skipped."""
     return work / "stopped"
-
-
-class RunStopped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
-    """A test's planned request was not answered because the run stopped: not a trial result, so a skip."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"longctx: the run stopped before this request was answered ({reason})",
-                         _use_item_location=True)
 
 
 def sent_path(work: Path, key: str) -> Path:

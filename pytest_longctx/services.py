@@ -141,3 +141,6 @@ def stop_services(config: pytest.Config) -> None:
     for folder in (state.prefetch_work, config.stash[SHARED_KEY].prefetch_dir):
         if folder and Path(folder).is_dir():
             shutil.rmtree(folder, ignore_errors=True)
+    stop_file = config.stash[SHARED_KEY].stop_file
+    if stop_file:
+        Path(stop_file).unlink(missing_ok=True)

@@ -10,27 +10,44 @@ script): a run that spends money stops when told.
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
+import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
 import pytest
 
-from pytest_longctx.keys import RUN_KEY
+from pytest_longctx.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 
 #: Signals that stop a run with a record (SIGTERM: CI cancellation, ``timeout``, ``kill``).
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def request_stop(config: pytest.Config, reason: str) -> None:
-    """Record why the run stops (the first reason wins) and cancel the prefetch dispatcher; safe in a signal handler."""
+    """Record why the run stops (the first reason wins), cancel the prefetch dispatcher and create the stop file
+    (workers sending their own requests check it before each one); safe in a signal handler."""
     state = config.stash[RUN_KEY]
-    if state.stop_reason is None:
+    first = state.stop_reason is None
+    if first:
         state.stop_reason = reason
     if state.dispatcher is not None:
         state.dispatcher.cancel(state.stop_reason)
+    stop_file = config.stash[SHARED_KEY].stop_file
+    if first and stop_file:
+        try:
+            Path(stop_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(stop_file).write_text(reason if first else str(state.stop_reason), encoding="utf-8")
+        except OSError as exc:
+            state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
+
+
+def stop_file_path(config: pytest.Config) -> Path:
+    """Where this run's stop file goes (one per controller process and start)."""
+    return config.stash[SETTINGS_KEY].cache_dir / "stops" / f"{os.getpid()}-{int(time.time() * 1000)}"
 
 
 def maxfail_reason(config: pytest.Config) -> str:
@@ -93,6 +110,8 @@ SIGNALS_KEY = pytest.StashKey[SignalStop]()
 
 
 def install_signals(config: pytest.Config) -> None:
+    """Controller, when requests may start going out: the stop file's path for the workers, and the handlers."""
+    config.stash[SHARED_KEY].stop_file = str(stop_file_path(config))
     handler = SignalStop(config)
     handler.install()
     config.stash[SIGNALS_KEY] = handler
