@@ -54,7 +54,8 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     from pytest_longctx.reporting.progress import estimated_spend
 
     spend = estimated_spend(usage, settings)
-    tr.write_line(f"usage: {usage['trials']} trials, {usage['calls']} requests sent, {usage['cache_hits']} answered "
+    sent = f"{usage['calls']} request{'' if usage['calls'] == 1 else 's'} sent"
+    tr.write_line(f"usage: {usage['trials']} trials, {sent}, {usage['cache_hits']} answered "
                   f"from cache, {usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
                   + (f", ~${spend:,.2f} at list prices" if spend else ""))
     gate = record["gate"]
