@@ -3,9 +3,12 @@
 The first reason wins: it goes into the run record (``"stopped"``) and the run exits 2 (interrupted). The
 prefetch dispatcher is cancelled the moment a stop is known, so no request starts after it; answers already
 received stay in the cache; its thread is joined before its work folder is removed (``services.stop_services``).
+Workers that send their own requests (no prefetch: ``--longctx-prefetch off``, cache off or refresh) check a
+stop file the controller creates (``<cache-dir>/stops/<run>``) right before each request; a test whose answer
+will not come ends skipped (:class:`~pytest_longctx.client.RunStopped`), not as an error.
 
-The signal handlers are installed even when SIGINT was inherited as ignored (a ``pytest ... &`` job of a
-script): a run that spends money stops when told.
+The signal handlers are installed once requests may go out (``plugin._start_services``), even when SIGINT was
+inherited as ignored (a ``pytest ... &`` job of a script): a run that spends money stops when told.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def request_stop(config: pytest.Config, reason: str) -> None:
     if first and stop_file:
         try:
             Path(stop_file).parent.mkdir(parents=True, exist_ok=True)
-            Path(stop_file).write_text(reason if first else str(state.stop_reason), encoding="utf-8")
+            Path(stop_file).write_text(reason, encoding="utf-8")
         except OSError as exc:
             state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
 
