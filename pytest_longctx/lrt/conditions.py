@@ -71,7 +71,7 @@ def lrt_plan(settings: Settings) -> LrtPlan:
         shuffles = list(SOURCE_SHUFFLES)
     else:
         shuffles = list(profile.lrt_shuffles or SHUFFLES)
-    if settings.samples_given or settings.samples_all:
+    if settings.samples_given:  # ("all" has no item pool to exhaust here: the defaults below apply)
         samples = None
     elif source:
         samples = SOURCE_TRIALS
