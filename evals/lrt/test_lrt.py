@@ -21,7 +21,7 @@ pytestmark = pytest.mark.longctx("lrt")
 
 
 async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
-    protocol = getattr(longctx_settings, "protocol", "longctx")
+    protocol = longctx_settings.protocol
     build = build_source_file if protocol == "source" else build_file
     file = build(lines, shuffle, longctx.rng)
     neighbours = tuple(str(file.values[k]) for k in (file.target - 1, file.target + 1) if k in file.values)

@@ -55,7 +55,7 @@ def lrt_plan(settings: Settings) -> LrtPlan:
     """The LRT's cells for this run's model, protocol and options."""
     window = settings.context_window
     profile = settings.model.profile
-    source = getattr(settings, "protocol", "longctx") == "source"
+    source = settings.protocol == "source"
     if settings.lrt_lines:
         wanted = list(settings.lrt_lines)
     elif source:
