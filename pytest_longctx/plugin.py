@@ -242,13 +242,21 @@ class _Controller:
         self.session: pytest.Session | None = None
         self.finished = False
 
+    def _usage_error(self, message: str) -> None:
+        """Bad input found while collecting or in a fixture: nothing more is sent (prefetch cancelled, workers told
+        through the stop file), and the session ends as a usage error: pytest prints the line once, exit 4."""
+        from pytest_longctx.stopping import request_stop
+
+        self.config.stash[RUN_KEY].usage_error = message
+        request_stop(self.config, f"usage error: {message}")
+        raise pytest.UsageError(message)
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
         """Before the terminal lists it as a collection error: bad input stops the session (pytest prints it once)."""
         message = getattr(report, "longctx_usage_error", None)
         if message is not None:
-            self.config.stash[RUN_KEY].usage_error = str(message)
-            raise pytest.UsageError(str(message))
+            self._usage_error(str(message))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""
@@ -258,8 +266,7 @@ class _Controller:
         state = self.config.stash[RUN_KEY]
         usage_error = next((str(v) for k, v in report.user_properties if k == USAGE_KEY), None)
         if usage_error is not None and state.usage_error is None:
-            state.usage_error = usage_error  # the session stops as a usage error: pytest prints it once, exit 4
-            raise pytest.UsageError(usage_error)
+            self._usage_error(usage_error)
         for record in records_of(report.user_properties):
             state.aggregator.add(record)
             if record.get("fatal") and state.stop_reason is None:
