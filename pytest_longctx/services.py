@@ -51,7 +51,11 @@ def settle_tokenizer(config: pytest.Config) -> None:
         return
     finally:
         backend.close_sync()
-    config.add_cleanup(lambda: os.environ.pop(TOKENIZE_ENV, None))  # this run's answer, not the next one's
+
+    def forget() -> None:  # this run's answer, not the next in-process run's
+        os.environ.pop(TOKENIZE_ENV, None)
+
+    config.add_cleanup(forget)
 
 
 def prefetch_wanted(config: pytest.Config) -> bool:
