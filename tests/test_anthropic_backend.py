@@ -216,7 +216,9 @@ async def test_a_request_goes_out_as_the_api_expects(api: Any) -> None:
 @pytest.mark.parametrize("kind", FAULT_KINDS)
 async def test_each_fault_kind_is_retried_then_answered_or_given_up(api: Any, kind: str) -> None:
     # Two faults then an answer (3 attempts suffice); then three faults: a BackendError, never a wrong answer.
-    plan = FaultPlan(sequence=(kind, kind, None, kind, kind, kind), retry_after=0.05, timeout_hold=2.0)
+    # A held "timeout" request outlasts the client's timeout by far: were the hold to end first, its dropped
+    # connection would count as the endpoint being unreachable (a loaded machine can delay the client's timer).
+    plan = FaultPlan(sequence=(kind, kind, None, kind, kind, kind), retry_after=0.05, timeout_hold=30.0)
     srv = api("echo", faults=plan)
     backend = _backend(timeout_s=0.15)  # a held "timeout" request times out on the client side
     try:
