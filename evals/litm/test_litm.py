@@ -1,0 +1,53 @@
+"""Lost in the Middle (Liu et al., 2023; TACL 2024): does accuracy depend on where the relevant text sits?
+
+Multi-document QA (``litm-qa``): an NQ-Open question and ``documents`` Wikipedia passages, exactly one of
+which (the gold passage, at index ``gold_position``) holds the answer; the others are the passages most
+relevant to the question (BM25) that hold no answer. Closed-book (``documents=0``) and oracle (``1``) cells
+bracket it. Key-value retrieval (``litm-kv``): a JSON object of ``keys`` random UUID pairs with the key to
+look up at index ``key_position``. The paper's prompts, greedy decoding, 100 new tokens; a QA answer is right
+when a normalised gold answer occurs in it (best_subspan_em), a KV answer when it contains the value. Trial
+*i* of every cell asks the same question / row (paired). See pytest_longctx/experiments/litm/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_longctx import Oracle, Trial
+from pytest_longctx.experiments.litm.contexts import DISTRACTORS_NOTE, Bm25, kv_records, qa_documents
+from pytest_longctx.experiments.litm.data import KvRow, sample_order
+from pytest_longctx.experiments.litm.metric import best_subspan_em, kv_correct
+from pytest_longctx.experiments.litm.prompts import check_fits, kv_request, qa_request
+
+
+@pytest.mark.longctx("litm-qa")
+async def test_litm_qa(longctx: Trial, litm_qa_pool: Bm25, documents: int, gold_position: int | None) -> None:
+    questions = litm_qa_pool.questions
+    if longctx.sample >= len(questions):
+        pytest.skip(f"NQ-Open has {len(questions)} questions; trial {longctx.sample} would repeat one")
+    question = questions[sample_order(len(questions), longctx.run_seed, "qa")[longctx.sample]]
+    docs = qa_documents(question, litm_qa_pool, documents, gold_position or 0, longctx.run_seed) if documents else []
+    request = qa_request(question.question, [(d.title, d.text) for d in docs])
+    longctx.record(item=f"nq-open-{question.index}", template=request.template, distractors=DISTRACTORS_NOTE)
+    tokens = check_fits(longctx, request, "--longctx-litm-documents")
+    wrong = tuple(d.text.split(".")[0] for d in docs if not d.gold)[:3] or ("I don't know.",)
+    answer = await longctx.ask(request, oracle=Oracle(question.answers[0], wrong))
+    longctx.record(expected=list(question.answers), answer=answer.strip(), question=question.question,
+                   gold_title=question.title, titles=[d.title for d in docs], context_tokens=tokens)
+    assert best_subspan_em(answer, question.answers), f"no gold answer {list(question.answers)} in the answer"
+
+
+@pytest.mark.longctx("litm-kv")
+async def test_litm_kv(longctx: Trial, litm_kv_rows: dict[int, list[KvRow]], keys: int, key_position: int) -> None:
+    rows = litm_kv_rows[keys]
+    if longctx.sample >= len(rows):
+        pytest.skip(f"the {keys}-key file has {len(rows)} rows; trial {longctx.sample} would repeat one")
+    row = rows[sample_order(len(rows), longctx.run_seed, f"kv-{keys}")[longctx.sample]]
+    records = kv_records(row, key_position)
+    request = kv_request(records, row.key)
+    longctx.record(item=f"kv-{keys}-{row.index}", template=request.template)
+    tokens = check_fits(longctx, request, "--longctx-litm-keys")
+    neighbours = tuple(v for k, v in records[max(key_position - 1, 0):key_position + 2] if k != row.key)
+    answer = await longctx.ask(request, oracle=Oracle(row.value, neighbours))
+    longctx.record(expected=row.value, answer=answer.strip(), key=row.key, context_tokens=tokens)
+    assert kv_correct(row.value, answer), f"value {row.value} not in the answer"

@@ -1,0 +1,113 @@
+"""Which cells a run has: document and key counts, positions, baselines; parsed from the experiment's options.
+
+Positions are the paper's by default (EXPERIMENTS.md and the paper's figures): gold document at 0, 4, 9, ...
+every fifth index and the last; key at 0, 24, 49, 74 of 75 and 0, 34, 69, 104, 139 of 140.
+``all`` uses every index; a list uses those below each count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_longctx.errors import UsageError
+from pytest_longctx.experiments.litm.data import KV_KEY_COUNTS
+
+#: The paper's gold-document positions per number of documents.
+QA_POSITIONS: dict[int, tuple[int, ...]] = {
+    10: (0, 4, 9),
+    20: (0, 4, 9, 14, 19),
+    30: (0, 4, 9, 14, 19, 24, 29),
+}
+#: The paper's key positions per number of keys (the 300-key file is not available).
+KV_POSITIONS: dict[int, tuple[int, ...]] = {
+    75: (0, 24, 49, 74),
+    140: (0, 34, 69, 104, 139),
+}
+#: Windows below this many tokens get the small defaults (the embedded CPU model has 8,192).
+SMALL_WINDOW = 16_000
+SMALL_DOCUMENTS = (10,)
+SMALL_KEYS = (75,)
+#: Documents a run may ask for (the oracle file holds 2,655 passages; distractors must contain no answer).
+MAX_DOCUMENTS = 100
+
+
+@dataclass(frozen=True)
+class LitmOptions:
+    """The experiment's options as given (empty: the defaults for the model's window)."""
+
+    documents: tuple[int, ...] = ()
+    keys: tuple[int, ...] = ()
+    positions: str = "paper"
+    baselines: bool = True
+
+
+def _positions(text: str) -> str:
+    text = text.strip().lower().replace(" ", "")
+    if text in ("paper", "all"):
+        return text
+    try:
+        numbers = sorted({int(p) for p in text.split(",") if p})
+    except ValueError:
+        raise UsageError(f"--longctx-litm-positions: expected paper, all or indices like 0,4,9, got {text!r}") from None
+    if not numbers or numbers[0] < 0:
+        raise UsageError(f"--longctx-litm-positions: indices must be 0 or more, got {text!r}")
+    return ",".join(str(n) for n in numbers)
+
+
+def _counts(flag: str, text: str | None, allowed: tuple[int, ...] | None) -> tuple[int, ...]:
+    if text is None or not text.strip():
+        return ()
+    try:
+        numbers = tuple(sorted({int(p) for p in text.replace(" ", "").split(",") if p}))
+    except ValueError:
+        raise UsageError(f"{flag}: expected comma-separated whole numbers, got {text!r}") from None
+    for n in numbers:
+        if allowed is not None and n not in allowed:
+            raise UsageError(f"{flag}: {n} keys has no data file; choose from {', '.join(map(str, allowed))}")
+        if allowed is None and not 2 <= n <= MAX_DOCUMENTS:
+            raise UsageError(f"{flag}: document counts must be 2..{MAX_DOCUMENTS}, got {n}")
+    return numbers
+
+
+def parse_options(documents: str | None, keys: str | None, positions: str | None, baselines: str | None) -> LitmOptions:
+    """Validate the raw option values; a bad one is a one-line UsageError naming the option."""
+    flag = str(baselines).strip().lower() if baselines is not None else "true"
+    if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        raise UsageError(f"--longctx-litm-baselines: expected true or false, got {baselines!r}")
+    return LitmOptions(documents=_counts("--longctx-litm-documents", documents, None),
+                       keys=_counts("--longctx-litm-keys", keys, KV_KEY_COUNTS),
+                       positions=_positions(positions or "paper"),
+                       baselines=flag in ("1", "true", "yes", "on"))
+
+
+def _pick(count: int, paper: tuple[int, ...], positions: str) -> tuple[int, ...]:
+    if positions == "paper":
+        return paper
+    if positions == "all":
+        return tuple(range(count))
+    return tuple(p for p in (int(x) for x in positions.split(",")) if p < count)
+
+
+def qa_cells(options: LitmOptions, window: int) -> list[tuple[int, int | None]]:
+    """``(documents, gold_position)`` of every QA cell: closed-book ``(0, None)`` and oracle ``(1, 0)`` first."""
+    counts = options.documents or (SMALL_DOCUMENTS if window < SMALL_WINDOW else tuple(QA_POSITIONS))
+    cells: list[tuple[int, int | None]] = [(0, None), (1, 0)] if options.baselines else []
+    for n in counts:
+        paper = QA_POSITIONS.get(n) or tuple(sorted({0, *range(4, n - 1, 5), n - 1}))
+        picked = _pick(n, paper, options.positions)
+        if not picked:
+            raise UsageError(f"--longctx-litm-positions: none of {options.positions} is below {n} documents")
+        cells.extend((n, p) for p in picked)
+    return cells
+
+
+def kv_cells(options: LitmOptions, window: int) -> list[tuple[int, int]]:
+    """``(keys, key_position)`` of every key-value cell."""
+    counts = options.keys or (SMALL_KEYS if window < SMALL_WINDOW else KV_KEY_COUNTS)
+    cells: list[tuple[int, int]] = []
+    for n in counts:
+        picked = _pick(n, KV_POSITIONS[n], options.positions)
+        if not picked:
+            raise UsageError(f"--longctx-litm-positions: none of {options.positions} is below {n} keys")
+        cells.extend((n, p) for p in picked)
+    return cells
