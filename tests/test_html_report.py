@@ -187,8 +187,8 @@ def test_charts_per_experiment(page: Page) -> None:
     assert page.svgs == {"exp-qa": 2, "exp-controls": 1, "exp-lrt": 2, "exp-docs": 4, "exp-demo": 1}
     captions = page.text
     for title in ("Accuracy by depth (%), per prompt variant", "Accuracy by depth (%), per context size",
-                  "Controls: with the source (baseline) vs without it (control)", "Accuracy by lines, per shuffle mode",
-                  "Where wrong answers point", "Accuracy by context fraction, long context vs RAG",
+                  "Controls: with the source (baseline) vs without it (control)", "Accuracy vs number of lines",
+                  "Where wrong answers point", "Accuracy by context size (% of the budget), long context vs RAG",
                   "Retrieval recall (RAG)", "Judge agreement", "Accuracy per condition"):
         assert title in captions, title
     assert "chance 0.25" in captions
