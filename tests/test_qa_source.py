@@ -270,3 +270,22 @@ def test_study_table_layout_and_chance_on_every_qa_chart() -> None:
     assert tables[-1]["rows"][0][:2] == ["70,000", "12"]
     figures = [f for f in qa_figures(cells, trials) if f is not None]
     assert len(figures) == 3 and all("chance 0.25" in f.svg for f in figures)
+
+
+def test_fr_date_list_reaches_a_size_one_issue_cannot_fill(pytester: pytest.Pytester, fr_xml: Path) -> None:
+    """``--longctx-fr-date A,B``: B's sections join the distractor pool, so 120,000 tokens can be filled."""
+    data = pytester.path / "data"
+    data.mkdir()
+    shutil.copy(fr_xml, data / fr_xml.name)
+    small_issue(data, "2024-02-13", 20)
+    args = ("--longctx-samples", "2", "--longctx-context-sizes", "120000", "-k", "position and plain and none")
+    alone = pytester.runpytest_subprocess(str(EVALS), "-p", "no:cacheprovider", "--longctx-model", "fake/perfect",
+                                          "--longctx-data-dir", str(data), "--longctx-cache-dir",
+                                          str(pytester.path / "c"), *args)
+    assert alone.ret == pytest.ExitCode.USAGE_ERROR and "120,000 tokens (asked for) exceed" in alone.stderr.str()
+    result, record = run_evals(pytester, data, "r", "--longctx-fr-date", "2024-02-12,2024-02-13", *args)
+    assert result.ret == 0, result.stdout.str()
+    qa = [t for t in record["trials"] if t["experiment"] == "qa"]
+    assert len(qa) == 6 and all(t["detail"]["distractor_issues"] == 1 for t in qa)
+    assert all(120_000 - tolerance(120_000) <= t["detail"]["context_tokens_actual"] <= 120_000 for t in qa)
+    assert all(t["item"].startswith("2024-") and t["detail"]["section"] in t["item"] for t in qa)
