@@ -94,9 +94,10 @@ def _finish(session: pytest.Session) -> None:
     record["tables"] = experiment_tables(record["cells"], record["trials"], state.notes)
     record["notes"] = list(state.notes)
     state.record = record
-    if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.prefetch_work):
+    if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.services_started):
         return  # no longctx trial ran (e.g. only ordinary tests were selected): nothing to gate or write
-    # (but a run stopped before any trial finished while prefetch or a batch was sending is recorded)
+    # (but a run stopped before any trial finished, once requests could go out, is recorded: e.g. while prefetch
+    # or a batch was sending, or at start-up because the endpoint cannot be reached)
     gate = record["gate"]
     if gate["status"] in ("fail", "error") and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = gate["exit_code"]

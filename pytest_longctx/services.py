@@ -38,7 +38,7 @@ def settle_tokenizer(config: pytest.Config) -> None:
     wins; an unreachable server is left to the trials (they stop the run, naming it).
     """
     from pytest_longctx.backends.openai_compat import TOKENIZE_ENV, OpenAIBackend
-    from pytest_longctx.errors import BackendError
+    from pytest_longctx.errors import BackendError, FatalBackendError
 
     s = config.stash[SETTINGS_KEY]
     spec = s.model if s.model.provider == "openai" else s.judge
@@ -47,6 +47,11 @@ def settle_tokenizer(config: pytest.Config) -> None:
     backend = OpenAIBackend(spec.name)
     try:
         os.environ[TOKENIZE_ENV] = "1" if backend.server_tokenizes() else "0"
+    except FatalBackendError as exc:  # a dead endpoint or a refused key: stop here, before anything else starts
+        from pytest_longctx.stopping import request_stop
+
+        request_stop(config, f"{type(exc).__name__}: {exc}")
+        return
     except BackendError:
         return
     finally:
@@ -60,7 +65,7 @@ def settle_tokenizer(config: pytest.Config) -> None:
 
 def prefetch_wanted(config: pytest.Config) -> bool:
     s = config.stash[SETTINGS_KEY]
-    if s.plan or os.environ.get("LONGCTX_CHILD") or s.cache == "off":
+    if s.plan or os.environ.get("LONGCTX_CHILD") or s.cache == "off" or config.stash[RUN_KEY].stop_reason:
         return False
     if s.batch:
         return True

@@ -243,7 +243,8 @@ def test_auth_and_quota_errors_stop_the_run_with_one_line(matrix: Any, standin: 
     assert run.ret == 2 and len(stopped) == 1 and words in stopped[0] and "Traceback" not in out, out[-3000:]
     assert words in run.record["stopped"] and outcomes(run.record)["incorrect"] == 0
     limit = 1 if prefetch == "off" else 16  # prefetch: at most the requests already in flight
-    assert 1 <= sent(standin, provider) <= limit and len(run.record["trials"]) <= 2
+    least = 0 if provider == "openai" else 1  # openai: the controller's /tokenize probe may meet the error first
+    assert least <= sent(standin, provider) <= limit and len(run.record["trials"]) <= 2
 
 
 @pytest.mark.parametrize("provider", ["anthropic", "openai"])

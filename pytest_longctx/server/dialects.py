@@ -28,10 +28,12 @@ from typing import Any
 from .faults import APIFailure
 from .responders import TokenCounter
 
-#: Endpoints whose errors are written the OpenAI way.
+#: OpenAI's endpoints.
 OPENAI_ENDPOINTS = ("chat.completions", "models")
-#: Endpoints of llama.cpp's native server API.
+#: Endpoints of llama.cpp's native server API (its errors are written the OpenAI way too).
 LLAMA_ENDPOINTS = ("apply-template", "completion", "tokenize", "health")
+#: Endpoints whose errors are written the OpenAI way.
+OPENAI_ERRORS = OPENAI_ENDPOINTS + LLAMA_ENDPOINTS
 _ROUTES = {
     ("POST", "v1/chat/completions"): "chat.completions",
     ("GET", "v1/models"): "models",

@@ -274,7 +274,7 @@ class MessagesServer:
                 _log.exception("the fake Messages API failed on %s %s", method, path)
                 exc = APIFailure(500, "api_error", f"internal error in the test server: {exc!r}")
             self._bump("errors", exc.error_type)
-            error = dialects.openai_error(exc) if endpoint in dialects.OPENAI_ENDPOINTS else exc.body(request_id)
+            error = dialects.openai_error(exc) if endpoint in dialects.OPENAI_ERRORS else exc.body(request_id)
             status, payload = exc.status, json.dumps(error).encode()
             headers.update({**exc.headers, "Content-Type": _JSON})
         if endpoint in ("messages", "count_tokens"):
