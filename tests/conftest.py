@@ -7,8 +7,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy  # noqa: F401  (in-process runs unload what they import, and numpy cannot be imported twice)
+# In-process runs unload what they import: numpy cannot be imported twice, and a network transport imported again
+# by the next in-process run raises exceptions the clients of this process no longer recognise (the anthropic SDK
+# then reports a timeout as a connection error; httpx lets httpcore's errors through unmapped). Load them once here.
+import anyio._backends._asyncio  # noqa: F401
+import httpcore._backends.anyio  # noqa: F401
+import numpy  # noqa: F401
 import pytest
+
+try:  # the anthropic SDK's own transport (vendored httpcore), where this SDK version has one
+    import httpcore2._async
+    import httpcore2._backends.anyio
+    import httpcore2._backends.sync
+    import httpcore2._sync  # noqa: F401
+except ImportError:
+    pass
 
 pytest_plugins = ["pytester", "tests.passkey_api", "tests.corpus_data"]
 

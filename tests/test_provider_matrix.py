@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import anthropic  # noqa: F401  (imported once: in-process runs then reuse it)
-import anyio._backends._asyncio  # noqa: F401  (same: httpx's async transport loads these lazily, and an in-process
-import httpcore._backends.anyio  # noqa: F401  run unloads them again, leaving exceptions httpx no longer maps)
 import pytest
 
 import pytest_longctx.backends.anthropic  # noqa: F401  (same reason)
