@@ -25,7 +25,8 @@ def _run(trials: list[dict[str, Any]], seed: int = 0) -> dict[str, Any]:
     agg = Aggregator()
     for t in trials:
         agg.add(t)
-    return {"schema": "pytest-longctx/run", "version": 1, "settings": {"model": "fake/x", "seed": seed, "started": "then"},
+    return {"schema": "pytest-longctx/run", "version": 1,
+            "settings": {"model": "fake/x", "seed": seed, "started": "then"},
             "cells": agg.cells(), "trials": agg.trials}
 
 
