@@ -64,7 +64,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[RUN_KEY] = RunState()
     if _needs_model_process(config):
         _check_gate_inputs(config, settings)
-    if _needs_model_process(config):
         _check_cache_dir(settings)
         if settings.plan_out is not None:  # this run's planned requests only, not the last run's as well
             settings.plan_out.parent.mkdir(parents=True, exist_ok=True)
