@@ -300,7 +300,10 @@ async def test_cancel_stops_the_lanes_at_once_and_waiting_tests_end_skipped(tmp_
         dispatcher.start()
         deadline = time.monotonic() + 60
         while not (messages(srv) == FREE + C and all(cache.get(k) for k in keys[:FREE])):
-            assert time.monotonic() < deadline, "the lanes never filled"
+            assert time.monotonic() < deadline, (
+                f"the lanes never filled: {messages(srv)} requests at the server (want {FREE + C}), "
+                f"{sum(1 for k in keys[:FREE] if cache.get(k))}/{FREE} answers cached, "
+                f"progress done={dispatcher.progress.done} failed={dispatcher.progress.failed}")
             await asyncio.sleep(0.02)
         dispatcher.cancel("interrupted by SIGINT")
         dispatcher.join()  # no timeout: cancellation must make it return
