@@ -52,3 +52,22 @@ def folder_problem(path: Path, *, write: bool = True) -> str | None:
     if write and not os.access(parent, os.W_OK | os.X_OK):
         return f"cannot be created: {parent} is not writable"
     return None
+
+
+def output_file_problem(path: Path, example: str, *, parent_must_exist: bool = False) -> str | None:
+    """Why ``path`` cannot be written as an output file (said after the path's name), or None.
+
+    Args:
+        example: a file name to suggest when ``path`` is a folder.
+        parent_must_exist: a missing folder is a problem (else it may be created).
+    """
+    if path.is_dir():
+        return f"{path} is a folder; pass a file path such as {path / example}"
+    if parent_must_exist and not path.parent.exists():
+        return f"{path}: folder {path.parent} does not exist; create it or pass another path"
+    problem = folder_problem(path.parent)
+    if problem is not None:
+        return f"{path}: folder {path.parent} {problem}; pass a writable path"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{path} is not writable; pass a writable path"
+    return None

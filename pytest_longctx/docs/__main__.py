@@ -148,17 +148,11 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _check_output(path: Path, what: str) -> None:
     """Before anything is generated: the QA file can be written (its folder exists and is writable)."""
-    from pytest_longctx.fsutil import folder_problem
+    from pytest_longctx.fsutil import output_file_problem
 
-    if path.is_dir():
-        raise UsageError(f"{what}: {path} is a folder; pass a file path such as {path / 'longctx-qa.jsonl'}")
-    if not path.parent.exists():
-        raise UsageError(f"{what}: {path}: folder {path.parent} does not exist; create it or pass another path")
-    problem = folder_problem(path.parent)
+    problem = output_file_problem(path, "longctx-qa.jsonl", parent_must_exist=True)
     if problem is not None:
-        raise UsageError(f"{what}: {path}: folder {path.parent} {problem}; pass a writable path")
-    if path.exists() and not os.access(path, os.W_OK):
-        raise UsageError(f"{what}: {path} is not writable; pass a writable path")
+        raise UsageError(f"{what}: {problem}")
 
 
 async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespace) -> list[DocResult]:

@@ -178,16 +178,12 @@ def _generate(args: argparse.Namespace) -> int:
 
 def _check_output(files: OutputFiles, what: str) -> None:
     """Before anything is generated: both output files can be written (their folder may be created)."""
-    from pytest_longctx.fsutil import folder_problem
+    from pytest_longctx.fsutil import output_file_problem
 
     for path in (files.out, files.rejected):
-        if path.is_dir():
-            raise UsageError(f"{what}: {path} is a folder; pass a file path such as {path / 'questions.jsonl'}")
-        problem = folder_problem(path.parent)
+        problem = output_file_problem(path, "questions.jsonl")
         if problem is not None:
-            raise UsageError(f"{what}: {path}: folder {path.parent} {problem}; pass a writable path")
-        if path.exists() and not os.access(path, os.W_OK):
-            raise UsageError(f"{what}: {path} is not writable; pass a writable path")
+            raise UsageError(f"{what}: {problem}")
 
 
 async def _run(spec: ModelSpec, todo: list[Section], args: argparse.Namespace, cache_dir: Path,
