@@ -14,12 +14,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from pytest_longctx.context.collage import Piece, build_collage
-from pytest_longctx.corpus.federal_register import load_issue, locate
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import UsageError
-from pytest_longctx.qa.experiment import WRAP, QaData
-from pytest_longctx.qa.questions import load_questions
+from pytest_longctx.experiments.qa.collage import Piece, build_collage
+from pytest_longctx.experiments.qa.experiment import WRAP, QaData
+from pytest_longctx.experiments.qa.federal_register import load_issue, locate
+from pytest_longctx.experiments.qa.questions import load_questions
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -125,8 +125,8 @@ def dispatcher_alone(folder: Path, *, n: int, latency: float, concurrency: int, 
 
     from pytest_longctx.backends.anthropic import AnthropicBackend
     from pytest_longctx.backends.base import Request, request_key
-    from pytest_longctx.backends.cache import ResponseCache
-    from pytest_longctx.prefetch import Dispatcher
+    from pytest_longctx.dispatch.cache import ResponseCache
+    from pytest_longctx.dispatch.prefetch import Dispatcher
     from pytest_longctx.server import fetch_stats
 
     server = subprocess.Popen([sys.executable, "-m", "pytest_longctx.server", "--port", "0", "--latency", str(latency)],

@@ -15,5 +15,5 @@ __all__ = [
 
 from pytest_longctx.backends.base import Request
 from pytest_longctx.backends.fake import Oracle
-from pytest_longctx.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE
-from pytest_longctx.trial import Trial
+from pytest_longctx.results.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE
+from pytest_longctx.session.trial import Trial

@@ -9,14 +9,14 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_longctx.keys import CELL_SAMPLES_KEY, RUN_KEY, SETTINGS_KEY, SHARED_KEY, RunState, Shared
+from pytest_longctx.session.keys import CELL_SAMPLES_KEY, RUN_KEY, SETTINGS_KEY, SHARED_KEY, RunState, Shared
 
 if TYPE_CHECKING:
-    from pytest_longctx.options import Settings
+    from pytest_longctx.session.options import Settings
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_longctx.options import add_options
+    from pytest_longctx.session.options import add_options
 
     add_options(parser)
 
@@ -28,11 +28,11 @@ def _is_controller(config: pytest.Config) -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     from pytest_longctx.errors import UsageError
-    from pytest_longctx.options import resolve
+    from pytest_longctx.session.options import resolve
 
     config.addinivalue_line("markers", "longctx(experiment, exclude=()): a long-context eval test; "
                             "its parametrization defines the condition cell")
-    from pytest_longctx.modes import check_settings
+    from pytest_longctx.session.modes import check_settings
 
     try:
         settings = resolve(config)
@@ -43,7 +43,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if not config.pluginmanager.has_plugin("longctx-fixtures"):
         import importlib
 
-        config.pluginmanager.register(importlib.import_module("pytest_longctx.fixtures"), "longctx-fixtures")
+        config.pluginmanager.register(importlib.import_module("pytest_longctx.session.fixtures"), "longctx-fixtures")
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         config.stash[SHARED_KEY] = Shared(workers=int(workerinput.get("longctx_workers", 1)),
@@ -77,7 +77,7 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(message)
     config.pluginmanager.register(_Controller(config), "longctx-controller")
     if config.pluginmanager.hasplugin("xdist"):
-        from pytest_longctx.crash import CrashRecorder
+        from pytest_longctx.session.crash import CrashRecorder
 
         config.pluginmanager.register(_XdistHooks(), "longctx-xdist")
         config.pluginmanager.register(CrashRecorder(), "longctx-crash")
@@ -89,7 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _check_cache_dir(settings: Settings) -> None:
     """The cache must be usable before anything is sent: answers are never paid for and then dropped."""
-    from pytest_longctx.fsutil import folder_problem
+    from pytest_longctx.util.fsutil import folder_problem
 
     if settings.cache == "off":
         return
@@ -102,7 +102,7 @@ def _check_cache_dir(settings: Settings) -> None:
 def _check_gate_inputs(config: pytest.Config, settings: Settings) -> None:
     """Compared run, relative thresholds and report dir: a bad one is a usage error before anything is sent."""
     from pytest_longctx.errors import UsageError
-    from pytest_longctx.preflight import check_gate_inputs
+    from pytest_longctx.session.preflight import check_gate_inputs
 
     try:
         config.stash[RUN_KEY].baseline = check_gate_inputs(settings)
@@ -141,7 +141,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """
     if _is_controller(session.config) and any(item.get_closest_marker("longctx") for item in session.items):
         from pytest_longctx.errors import UsageError
-        from pytest_longctx.preflight import check_selectors
+        from pytest_longctx.session.preflight import check_selectors
 
         try:
             check_selectors(session.config.stash[SETTINGS_KEY], session.items)
@@ -156,11 +156,11 @@ def _start_services(config: pytest.Config) -> None:
     if state.services_started or not _needs_model_process(config):
         return
     state.services_started = True
-    from pytest_longctx.stopping import install_signals
+    from pytest_longctx.session.stopping import install_signals
 
     install_signals(config)  # from here on requests may go out: SIGINT/SIGTERM record why, cancel, exit 2
     from pytest_longctx.errors import UsageError
-    from pytest_longctx.services import settle_tokenizer, start_local_server, start_prefetch
+    from pytest_longctx.session.services import settle_tokenizer, start_local_server, start_prefetch
 
     try:
         start_local_server(config)
@@ -189,7 +189,7 @@ class _XdistHooks:
 
 @pytest.hookimpl(trylast=True)
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    from pytest_longctx.fixtures import SAMPLE_ARG
+    from pytest_longctx.session.fixtures import SAMPLE_ARG
 
     marker = metafunc.definition.get_closest_marker("longctx")
     if marker is None:
@@ -210,18 +210,18 @@ def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
-    from pytest_longctx.outcomes import classify
+    from pytest_longctx.session.outcomes import classify
 
     classify(item, call, report)
     return report
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
-    from pytest_longctx.aggregate import records_of
+    from pytest_longctx.results.aggregate import records_of
 
     if report.when not in ("call", "setup"):
         return None
-    from pytest_longctx.outcomes import USAGE_KEY
+    from pytest_longctx.session.outcomes import USAGE_KEY
 
     if any(name == USAGE_KEY for name, _ in report.user_properties):
         return "usage error", "U", "USAGE ERROR"  # its own category: shown once, by the stop line
@@ -244,7 +244,7 @@ class _Controller:
     def _usage_error(self, message: str) -> None:
         """Bad input found while collecting or in a fixture: nothing more is sent (prefetch cancelled, workers told
         through the stop file), and the session ends as a usage error: pytest prints the line once, exit 4."""
-        from pytest_longctx.stopping import request_stop
+        from pytest_longctx.session.stopping import request_stop
 
         self.config.stash[RUN_KEY].usage_error = message
         request_stop(self.config, f"usage error: {message}")
@@ -259,8 +259,8 @@ class _Controller:
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""
-        from pytest_longctx.aggregate import records_of
-        from pytest_longctx.outcomes import PLAN_KEY, USAGE_KEY
+        from pytest_longctx.results.aggregate import records_of
+        from pytest_longctx.session.outcomes import PLAN_KEY, USAGE_KEY
 
         state = self.config.stash[RUN_KEY]
         usage_error = next((str(v) for k, v in report.user_properties if k == USAGE_KEY), None)
@@ -269,13 +269,13 @@ class _Controller:
         for record in records_of(report.user_properties):
             state.aggregator.add(record)
             if record.get("fatal") and state.stop_reason is None:
-                from pytest_longctx.stopping import request_stop
+                from pytest_longctx.session.stopping import request_stop
 
                 request_stop(self.config, record["error"])
                 if self.session is not None:
                     self.session.shouldstop = record["error"]
         if report.failed and self.session is not None and self.session.shouldfail:
-            from pytest_longctx.stopping import check_maxfail
+            from pytest_longctx.session.stopping import check_maxfail
 
             check_maxfail(self.session)  # -x / --maxfail: stop prefetch now, not when the interpreter exits
         state.plan.extend(v for k, v in report.user_properties if k == PLAN_KEY and isinstance(v, dict))
@@ -303,8 +303,8 @@ class _Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        from pytest_longctx.run import finish_run
-        from pytest_longctx.stopping import settle
+        from pytest_longctx.session.run import finish_run
+        from pytest_longctx.session.stopping import settle
 
         self.finished = True
         settle(session)  # a stopped run: prefetch cancelled and joined, why in the record, exit 2
@@ -350,8 +350,8 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     state = config.stash.get(RUN_KEY, None)
     if state is not None:
-        from pytest_longctx.services import stop_services
-        from pytest_longctx.stopping import restore_signals
+        from pytest_longctx.session.services import stop_services
+        from pytest_longctx.session.stopping import restore_signals
 
         controller = config.pluginmanager.get_plugin("longctx-controller")
         try:

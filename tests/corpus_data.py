@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.corpus.federal_register import fr_issue
 from pytest_longctx.corpus.lookup import DATA_DIR_ENV, CorpusFile, CorpusNotFound, find_corpus
-from pytest_longctx.keys import SETTINGS_KEY
+from pytest_longctx.experiments.qa.federal_register import fr_issue
+from pytest_longctx.session.keys import SETTINGS_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"

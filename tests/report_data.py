@@ -15,12 +15,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_longctx.aggregate import Aggregator
-from pytest_longctx.compare import baselines_by_key, compare
-from pytest_longctx.gating import evaluate, parse_threshold
-from pytest_longctx.models import parse_model_spec
-from pytest_longctx.options import Settings
-from pytest_longctx.run import build_record
+from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.results.aggregate import Aggregator
+from pytest_longctx.results.compare import baselines_by_key, compare
+from pytest_longctx.results.gating import evaluate, parse_threshold
+from pytest_longctx.session.options import Settings
+from pytest_longctx.session.run import build_record
 
 PAYLOAD = "</script><script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\"><!--"
 TOKENIZER = "o200k_base (tiktoken, approximate)"

@@ -63,7 +63,7 @@ class Project:
         assert good.ret == 0, good.result.stdout.str()
         self.record_bytes = (good.report_dir / "longctx.json").read_bytes()
         # fake models are never cached: an entry an earlier paid run left behind stands in for the cache
-        from pytest_longctx.backends.cache import ResponseCache
+        from pytest_longctx.dispatch.cache import ResponseCache
 
         ResponseCache(self.path / "cache").put("ab" * 32, {"text": "42", "input_tokens": 9, "output_tokens": 1},
                                                {"model": "anthropic/claude-earlier"})
@@ -328,12 +328,12 @@ def test_clobber(pytestconfig):
 
 def test_a_failing_comparison_is_a_gate_error_and_the_record_is_written(project: Project,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_longctx.run
+    import pytest_longctx.session.run
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("accuracy")
 
-    monkeypatch.setattr(pytest_longctx.run, "compare", broken)  # a bug in comparison code, simulated
+    monkeypatch.setattr(pytest_longctx.session.run, "compare", broken)  # a bug in comparison code, simulated
     run, out = _gate_error_run(project, "--longctx-compare", str(project.path / "reports" / "longctx.json"))
     line = _one_line(out, "gate error:")
     assert "comparison with" in line and "KeyError: 'accuracy'" in line
@@ -355,12 +355,12 @@ def test_a_failing_html_report_costs_only_the_html(project: Project, monkeypatch
 
 
 def test_a_bug_while_finishing_saves_the_trials_and_exits_3(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_longctx.run
+    import pytest_longctx.session.run
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("bug in build_record")
 
-    monkeypatch.setattr(pytest_longctx.run, "build_record", broken)
+    monkeypatch.setattr(pytest_longctx.session.run, "build_record", broken)
     run = _bad_run(project, model="fake/perfect")
     out = _out(run)
     assert run.ret == pytest.ExitCode.INTERNAL_ERROR

@@ -246,7 +246,7 @@ def _empty_doc(tmp: Path) -> tuple[Path, str]:
 def _no_qa_file(tmp: Path) -> tuple[Path, str]:
     folder = _docs(tmp)
     _qa(folder).unlink()
-    return folder, f"{_qa(folder)}: no QA file; run `python -m pytest_longctx.docs generate {folder} --model SPEC`"
+    return folder, f"{_qa(folder)}: no QA file; run `longctx-docs generate {folder} --model SPEC`"
 
 
 def _qa_bad_json(tmp: Path) -> tuple[Path, str]:
@@ -375,8 +375,8 @@ def _one_line(text: str, line: str) -> None:
 def test_docs_generate_without_a_key_is_one_line(tmp_path: Path, server: MessagesServer) -> None:
     folder = _docs(tmp_path)
     _qa(folder).unlink()
-    rc, text = cli("pytest_longctx.docs", "generate", str(folder), "--model", MODEL, "--no-cache", server=server,
-                   key=None)
+    rc, text = cli("pytest_longctx.experiments.docs", "generate", str(folder), "--model", MODEL, "--no-cache",
+                   server=server, key=None)
     assert rc == 2
     _one_line(text, "error: ANTHROPIC_API_KEY is not set: export your Anthropic API key to generate with "
                     "anthropic/claude-test")
@@ -397,7 +397,7 @@ def test_docs_generate_stops_at_once_on_a_fatal_error_and_keeps_what_finished(tm
 
     srv = box["srv"] = MessagesServer(answer_three_then_fail).start()
     try:
-        rc, text = cli("pytest_longctx.docs", "generate", str(folder), "--model", MODEL, "--no-cache",
+        rc, text = cli("pytest_longctx.experiments.docs", "generate", str(folder), "--model", MODEL, "--no-cache",
                        "--concurrency", "1", server=srv)
         sent = srv.stats.endpoints.get("messages", 0)
     finally:
@@ -421,7 +421,7 @@ def test_docs_generate_checks_the_qa_file_before_generating(tmp_path: Path, serv
     folder = _docs(tmp_path)
     (tmp_path / "afile").write_text("x")
     before = snapshot(folder)
-    rc, text = cli("pytest_longctx.docs", "generate", str(folder), "--model", MODEL, "--no-cache",
+    rc, text = cli("pytest_longctx.experiments.docs", "generate", str(folder), "--model", MODEL, "--no-cache",
                    "--qa-file", target.format(t=tmp_path), server=server)
     assert rc == 2
     _one_line(text, line.format(t=tmp_path))
@@ -429,7 +429,7 @@ def test_docs_generate_checks_the_qa_file_before_generating(tmp_path: Path, serv
 
 
 def test_qa_generate_without_a_key_is_one_line(tmp_path: Path, server: MessagesServer) -> None:
-    rc, text = cli("pytest_longctx.qa", "generate", "--date", "2024-02-12", "--model", MODEL,
+    rc, text = cli("pytest_longctx.experiments.qa", "generate", "--date", "2024-02-12", "--model", MODEL,
                    "--out", str(tmp_path / "q.jsonl"), server=server, key=None)
     assert rc == 2
     _one_line(text, "error: ANTHROPIC_API_KEY is not set: export your Anthropic API key to generate questions")
@@ -440,7 +440,7 @@ def test_qa_generate_without_a_key_is_one_line(tmp_path: Path, server: MessagesS
 def test_qa_generate_stops_at_once_on_a_fatal_error(tmp_path: Path, sticky: str, fr_data_dir: str) -> None:
     srv = MessagesServer(pairs, faults=FaultPlan(sticky=sticky)).start()
     try:
-        rc, text = cli("pytest_longctx.qa", "generate", "--date", "2024-02-12", "--data-dir", fr_data_dir,
+        rc, text = cli("pytest_longctx.experiments.qa", "generate", "--date", "2024-02-12", "--data-dir", fr_data_dir,
                        "--model", MODEL, "--sections", "6", "--concurrency", "1", "--no-cache",
                        "--out", str(tmp_path / "q.jsonl"), server=srv)
         sent = srv.stats.endpoints.get("messages", 0)
@@ -459,7 +459,7 @@ def test_qa_generate_checks_its_output_before_generating(tmp_path: Path, server:
                                                          line: str) -> None:
     (tmp_path / "afile").write_text("x")
     # The output is checked before the corpus is read: no data dir needed.
-    rc, text = cli("pytest_longctx.qa", "generate", "--date", "2024-02-12", "--data-dir", str(tmp_path),
+    rc, text = cli("pytest_longctx.experiments.qa", "generate", "--date", "2024-02-12", "--data-dir", str(tmp_path),
                    "--model", MODEL, "--out", target.format(t=tmp_path), server=server)
     assert rc == 2
     _one_line(text, line.format(t=tmp_path))

@@ -90,7 +90,7 @@ SIZED_EVAL = '''
 import pytest
 
 from pytest_longctx import Request
-from pytest_longctx.context.collage import Piece, build_collage, render
+from pytest_longctx.experiments.qa.collage import Piece, build_collage, render
 
 WORDS = "alpha beta, gamma: delta (epsilon) zeta-eta theta; iota kappa lambda mu nu xi omicron pi rho".split()
 pytestmark = pytest.mark.longctx("sized")

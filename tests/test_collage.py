@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.context.collage import Piece, build_collage, depth_of, render
-from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.qa.experiment import QaData
-from pytest_longctx.qa.questions import load_questions
+from pytest_longctx.experiments.qa.collage import Piece, build_collage, depth_of, render
+from pytest_longctx.experiments.qa.experiment import QaData
+from pytest_longctx.experiments.qa.federal_register import load_issue
+from pytest_longctx.experiments.qa.questions import load_questions
 from tests.corpus_data import QUESTIONS
 
 
@@ -44,7 +44,7 @@ def test_middle_is_token_depth_not_chunk_index() -> None:
     big = [Piece(f"b{i}", "x", 1000) for i in range(3)]
     small = [Piece(f"s{i}", "x", 10) for i in range(30)]
     gold = Piece("gold", "g", 100)
-    from pytest_longctx.context.collage import place
+    from pytest_longctx.experiments.qa.collage import place
 
     collage = place(gold, big + small, 50)
     # the fillers hold 3300 tokens; the middle is at 1650, i.e. after the second big section

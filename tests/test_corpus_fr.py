@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.corpus.federal_register import load_issue, locate, section_id, split_sections
 from pytest_longctx.corpus.tokens import CL100K_SHA256, TiktokenCounter
 from pytest_longctx.errors import UsageError
+from pytest_longctx.experiments.qa.federal_register import load_issue, locate, section_id, split_sections
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.corpus.federal_register import PINNED, fr_issue, load_issue, locate
 from pytest_longctx.corpus.lookup import CorpusFile, CorpusNotFound, find_corpus, sha256_of
+from pytest_longctx.experiments.qa.federal_register import PINNED, fr_issue, load_issue, locate
 
 DATE = "2024-03-04"  # no pinned checksum: whatever the server sends is recorded
 SECTION = "DEPARTMENT OF TRANSPORTATION " + "word " * 250 + "[FR Doc. 2024\u201304512 Filed 3\u20131\u201324]"

@@ -10,12 +10,12 @@ import pytest
 
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.fake import FakeBackend
-from pytest_longctx.client import ModelClient
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.docs.experiment import DocsExperiment
-from pytest_longctx.docs.judge import JudgeError
+from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import UsageError
-from pytest_longctx.trial import Trial
+from pytest_longctx.experiments.docs.experiment import DocsExperiment
+from pytest_longctx.experiments.docs.judge import JudgeError
+from pytest_longctx.session.trial import Trial
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "docs"
 COUNT = TiktokenCounter().count
@@ -155,7 +155,7 @@ def test_no_approved_items_is_a_usage_error(tmp_path: Path) -> None:
         DocsExperiment.load(tmp_path, count_tokens=COUNT, budget=8000)
     assert len(DocsExperiment.load(tmp_path, count_tokens=COUNT, budget=8000, review="optional").items) == 1
     (tmp_path / "longctx-qa.jsonl").unlink()
-    with pytest.raises(UsageError, match=r"no QA file; run `python -m pytest_longctx\.docs generate"):
+    with pytest.raises(UsageError, match=r"no QA file; run `longctx-docs generate"):
         DocsExperiment.load(tmp_path, count_tokens=COUNT, budget=8000)
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from pytest_longctx.docs.haystack import (
+from pytest_longctx.experiments.docs.haystack import (
     SEPARATOR,
     at_depth,
     boundary_starts,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.docs.generate import QAParseError, parse_qa_reply
-from pytest_longctx.docs.jsonish import json_values
-from pytest_longctx.docs.judge import judge_oracle, judge_request, parse_verdict
+from pytest_longctx.experiments.docs.generate import QAParseError, parse_qa_reply
+from pytest_longctx.experiments.docs.jsonish import json_values
+from pytest_longctx.experiments.docs.judge import judge_oracle, judge_request, parse_verdict
 
 PAIRS = [("Who built Tollerton Mill?", "Josiah Penhallow"), ("When did it open as a museum?", "1978")]
 

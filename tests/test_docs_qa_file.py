@@ -11,12 +11,12 @@ import pytest
 
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.fake import FakeBackend
-from pytest_longctx.client import ModelClient
-from pytest_longctx.docs.__main__ import main
-from pytest_longctx.docs.documents import Document, doc_sha, load_documents
-from pytest_longctx.docs.generate import generate_for_doc
-from pytest_longctx.docs.qa_file import QAItem, load_qa, qa_path, save_qa, usable_items
+from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import UsageError
+from pytest_longctx.experiments.docs.__main__ import main
+from pytest_longctx.experiments.docs.documents import Document, doc_sha, load_documents
+from pytest_longctx.experiments.docs.generate import generate_for_doc
+from pytest_longctx.experiments.docs.qa_file import QAItem, load_qa, qa_path, save_qa, usable_items
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "docs"
 THREE = ["harbor-lane-sourdough.md", "meeting-2024-03-14.txt", "tollerton-mill-history.md"]
@@ -165,7 +165,7 @@ def test_review_round_trip(folder: Path, capsys: pytest.CaptureFixture[str]) -> 
 
 def test_generate_reports_failed_documents_and_exits_1(folder: Path, capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_longctx.docs.generate as generate
+    import pytest_longctx.experiments.docs.generate as generate
 
     monkeypatch.setattr(generate, "fake_oracle", lambda doc, n: generate.Oracle("no JSON at all", ()))
     assert main(["generate", str(folder), "--model", "fake/perfect", "--no-cache"]) == 1
@@ -222,7 +222,7 @@ def test_cli_bad_input_is_one_line_without_traceback(tmp_path: Path, capsys: pyt
 
 
 def test_fixture_qa_file_is_reviewed_and_unambiguous() -> None:
-    from pytest_longctx.docs.scorers import normalize_answer
+    from pytest_longctx.experiments.docs.scorers import normalize_answer
 
     docs = {d.name: d for d in load_documents(FIXTURES)}
     items = load_qa(qa_path(FIXTURES))
@@ -238,7 +238,7 @@ def test_fixture_qa_file_is_reviewed_and_unambiguous() -> None:
 
 
 def test_items_without_their_document_are_missing_and_unused() -> None:
-    from pytest_longctx.docs.qa_file import effective_status, status_counts
+    from pytest_longctx.experiments.docs.qa_file import effective_status, status_counts
 
     mill = doc()
     items = [QAItem("mill/1", "mill.md", "Who built the mill?", "Josiah Penhallow", mill.sha, "approved"),

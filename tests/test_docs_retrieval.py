@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.docs.documents import load_documents
-from pytest_longctx.docs.retrieval import (
+from pytest_longctx.experiments.docs.documents import load_documents
+from pytest_longctx.experiments.docs.retrieval import (
     BM25,
     Chunk,
     chunk_document,

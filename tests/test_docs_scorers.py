@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.docs.scorers import (
+from pytest_longctx.experiments.docs.scorers import (
     exact_match,
     first_line,
     normalize_answer,

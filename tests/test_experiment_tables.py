@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.docs.report import docs_tables, paired_p
-from pytest_longctx.lrt.report import chance, lrt_tables
+from pytest_longctx.experiments.docs.report import docs_tables, paired_p
+from pytest_longctx.experiments.lrt.report import chance, lrt_tables
 from pytest_longctx.reporting import tables
 from pytest_longctx.reporting.tables import experiment_tables, table_html, table_lines
 
@@ -59,8 +59,8 @@ def test_rendering_and_a_failing_builder(monkeypatch: pytest.MonkeyPatch) -> Non
                                   "  n <i>"]
     html = table_html(table)
     assert "T &lt;b&gt;" in html and "<b>" not in html and "0.25 (1/4)" in html
-    monkeypatch.setitem(tables.TABLE_BUILDERS, "lrt", "pytest_longctx.lrt.report:no_such_builder")
+    monkeypatch.setitem(tables.TABLE_BUILDERS, "lrt", "pytest_longctx.experiments.lrt.report:no_such_builder")
     notes: list[str] = []
     out = experiment_tables([cell("lrt", 1, 2, lines=500, shuffle="none")], [], notes)
     assert out == [] and notes == ["lrt tables could not be built: AttributeError: module "
-                                   "'pytest_longctx.lrt.report' has no attribute 'no_such_builder'"]
+                                   "'pytest_longctx.experiments.lrt.report' has no attribute 'no_such_builder'"]

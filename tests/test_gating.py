@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gating import (
+from pytest_longctx.results.gating import (
     GATE_ERROR_EXIT_CODE,
     GATE_EXIT_CODE,
     Threshold,

@@ -14,9 +14,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_longctx.aggregate import cell_key
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, Threshold, evaluate, parse_threshold
+from pytest_longctx.results.aggregate import cell_key
+from pytest_longctx.results.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, Threshold, evaluate, parse_threshold
 
 EXPERIMENTS = ("qa", "lrt", "demo")
 SIZES = (1, 2, 3)

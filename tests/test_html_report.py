@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.aggregate import Aggregator
 from pytest_longctx.reporting.charts import XScale, fmt_value, heat_color
 from pytest_longctx.reporting.html import embed_json, render_html
 from pytest_longctx.reporting.html_tables import DRILL_CAP
+from pytest_longctx.results.aggregate import Aggregator
 
 
 def _load_report_data() -> ModuleType:
@@ -382,8 +382,8 @@ def _trial(experiment: str, params: dict[str, Any], sample: int, correct: bool) 
 def _record_from(agg: Aggregator, tmp: Path) -> dict[str, Any]:
     from types import SimpleNamespace
 
-    from pytest_longctx.gating import evaluate
-    from pytest_longctx.run import build_record
+    from pytest_longctx.results.gating import evaluate
+    from pytest_longctx.session.run import build_record
 
     settings = data.settings_for("fake/random", tmp)
     record = build_record(settings, SimpleNamespace(aggregator=agg, started=1_760_000_000.0, stop_reason=None),

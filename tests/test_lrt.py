@@ -8,11 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.lrt.conditions import lrt_plan
-from pytest_longctx.lrt.files import INSTRUCTION, build_file, build_source_file, explain, first_int, shuffled_order
-from pytest_longctx.lrt.prompts import lrt_request
-from pytest_longctx.models import parse_model_spec
-from pytest_longctx.options import Settings
+from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.experiments.lrt.conditions import lrt_plan
+from pytest_longctx.experiments.lrt.files import (
+    INSTRUCTION,
+    build_file,
+    build_source_file,
+    explain,
+    first_int,
+    shuffled_order,
+)
+from pytest_longctx.experiments.lrt.prompts import lrt_request
+from pytest_longctx.session.options import Settings
 
 LINE = re.compile(r"^line (\d+): REGISTER_CONTENT is <(\d+)>$")
 
@@ -137,7 +144,7 @@ def test_lines_option_chooses_sizes_and_names_those_that_do_not_fit() -> None:
 
 
 def test_a_prompt_longer_than_the_window_is_an_error_naming_the_option() -> None:
-    from pytest_longctx.lrt.prompts import FileTooLarge, check_fits
+    from pytest_longctx.experiments.lrt.prompts import FileTooLarge, check_fits
 
     request = lrt_request(build_source_file(50, "none", random.Random(0)))
     check_fits(request, 8182, 8192)

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.aggregate import RECORD_KEY, Aggregator, cell_key, records_of, trial_key
-from pytest_longctx.stats import wilson
+from pytest_longctx.results.aggregate import RECORD_KEY, Aggregator, cell_key, records_of, trial_key
+from pytest_longctx.results.stats import wilson
 
 
 def _rec(experiment: str, params: dict[str, Any], sample: int, outcome: str, **extra: Any) -> dict[str, Any]:

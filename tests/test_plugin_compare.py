@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.aggregate import Aggregator
-from pytest_longctx.compare import baselines_by_key, compare, load_record
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gating import evaluate, parse_threshold
+from pytest_longctx.results.aggregate import Aggregator
+from pytest_longctx.results.compare import baselines_by_key, compare, load_record
+from pytest_longctx.results.gating import evaluate, parse_threshold
 
 
 def _trials(outcomes: str, experiment: str = "qa", **params: Any) -> list[dict[str, Any]]:

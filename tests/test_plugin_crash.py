@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.identity import split_nodeid
+from pytest_longctx.session.identity import split_nodeid
 
 CRASH = '''
 import os

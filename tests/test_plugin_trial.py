@@ -15,8 +15,8 @@ from execnet.gateway_base import dumps, loads
 
 from pytest_longctx import Oracle, Request, Trial
 from pytest_longctx.backends.fake import FakeBackend
-from pytest_longctx.client import ModelClient
-from pytest_longctx.trial import RAW_LIMIT, plain, trial_seed
+from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx.session.trial import RAW_LIMIT, plain, trial_seed
 
 
 def _trial(seed: int = 0, experiment: str = "demo", params: dict[str, Any] | None = None, sample: int = 0,

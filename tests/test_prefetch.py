@@ -16,13 +16,13 @@ import pytest
 
 from pytest_longctx.backends.anthropic import AnthropicBackend
 from pytest_longctx.backends.base import Completion, Request, request_key
-from pytest_longctx.backends.cache import ResponseCache
 from pytest_longctx.backends.retry import RetryPolicy
+from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.dispatch.prefetch import Dispatcher, Waiter
 from pytest_longctx.errors import BackendError, FatalBackendError
-from pytest_longctx.plan_child import child_args, plan_args
-from pytest_longctx.prefetch import Dispatcher, Waiter
 from pytest_longctx.server import FaultPlan
 from pytest_longctx.server.responders import echo, last_user_text
+from pytest_longctx.session.plan_child import child_args, plan_args
 
 SECRET = "sk-ant-test-SECRET-123"
 

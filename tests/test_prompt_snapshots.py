@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.lrt.files import build_file, build_source_file
-from pytest_longctx.lrt.prompts import lrt_request
-from pytest_longctx.qa import source
-from pytest_longctx.qa.experiment import QaData
-from pytest_longctx.qa.mcqa import EXAMPLES, PROMPTS, build_request, example_count, shuffle_options
-from pytest_longctx.qa.questions import load_questions
+from pytest_longctx.experiments.lrt.files import build_file, build_source_file
+from pytest_longctx.experiments.lrt.prompts import lrt_request
+from pytest_longctx.experiments.qa import source
+from pytest_longctx.experiments.qa.experiment import QaData
+from pytest_longctx.experiments.qa.federal_register import load_issue
+from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS, build_request, example_count, shuffle_options
+from pytest_longctx.experiments.qa.questions import load_questions
 from tests.corpus_data import QUESTIONS, ROOT
 
 
@@ -97,16 +97,16 @@ DOCS = ROOT / "fixtures" / "docs"
 @pytest.mark.parametrize("protocol", ["longctx", "source"])
 def test_docs_prompts(snapshot, protocol: str) -> None:
     """The docs experiment's generation, answer and judge prompts (source: the write-up's, word for word)."""
-    from pytest_longctx.docs.experiment import DocsExperiment
-    from pytest_longctx.docs.generate import generation_request
-    from pytest_longctx.docs.judge import judge_request
+    from pytest_longctx.experiments.docs.experiment import DocsExperiment
+    from pytest_longctx.experiments.docs.generate import generation_request
+    from pytest_longctx.experiments.docs.judge import judge_request
 
     docs = DocsExperiment.load(DOCS, count_tokens=TiktokenCounter().count, budget=1500, protocol=protocol)
     item = docs.item_for(0)
     generate = generation_request(docs.docs[item.doc], 2, protocol)
     answer = docs.question(item, docs.render(docs.at_depth(item, 50)))
     if protocol == "source":
-        from pytest_longctx.docs.source import judge_request as source_judge
+        from pytest_longctx.experiments.docs.source import judge_request as source_judge
 
         judge = source_judge(item.question, item.answer, "It was " + item.answer + ".")
     else:

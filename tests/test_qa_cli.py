@@ -1,4 +1,4 @@
-"""``python -m pytest_longctx.qa stats|validate`` on the shared issue, and one-line errors for bad input."""
+"""``longctx-qa stats|validate`` on the shared issue, and one-line errors for bad input."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.qa.__main__ import main
-from pytest_longctx.qa.generate import open_issue
+from pytest_longctx.experiments.qa.__main__ import main
+from pytest_longctx.experiments.qa.generate import open_issue
 from tests.corpus_data import QUESTIONS
 
 DATE = "2024-02-12"
@@ -184,12 +184,12 @@ def test_usage_errors_are_one_line(capsys, args) -> None:
         main(args)
     assert exc.value.code == 2
     captured = capsys.readouterr()
-    assert captured.out == "" and one_line_error(captured.err).startswith("error: python -m pytest_longctx.qa")
+    assert captured.out == "" and one_line_error(captured.err).startswith("error: longctx-qa")
 
 
 def test_the_module_runs_as_a_command_without_tracebacks(tmp_path) -> None:
     missing = tmp_path / "FR-2024-02-12.nothing.jsonl"
-    result = subprocess.run([sys.executable, "-m", "pytest_longctx.qa", "validate", str(missing)],
+    result = subprocess.run([sys.executable, "-m", "pytest_longctx.experiments.qa", "validate", str(missing)],
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr == (f"error: {missing}: no such question file; pass a JSONL question set such as "

@@ -1,4 +1,4 @@
-"""``python -m pytest_longctx.qa generate`` against the local Messages API server, with recorded replies
+"""``longctx-qa generate`` against the local Messages API server, with recorded replies
 for real sections of the shared 2024-02-12 issue (clean, malformed, unparseable) and a synthetic issue
 of another date; plus the parser, the quote matcher, the example excerpts and the review on plain values.
 
@@ -17,17 +17,17 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.qa.__main__ import main
-from pytest_longctx.qa.generate import OutputFiles, open_issue, review
-from pytest_longctx.qa.generate_parse import item_problems, parse_reply, verbatim
-from pytest_longctx.qa.generate_prompt import (
+from pytest_longctx.experiments.qa.__main__ import main
+from pytest_longctx.experiments.qa.generate import OutputFiles, open_issue, review
+from pytest_longctx.experiments.qa.generate_parse import item_problems, parse_reply, verbatim
+from pytest_longctx.experiments.qa.generate_prompt import (
     EXAMPLES_FILE,
     build_request,
     excerpt,
     load_examples,
     pick_examples,
 )
-from pytest_longctx.qa.questions import Question, load_questions, normalize, validate
+from pytest_longctx.experiments.qa.questions import Question, load_questions, normalize, validate
 from pytest_longctx.server import FaultPlan, MessagesServer, Scripted
 from tests.corpus_data import QUESTIONS
 

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.context.collage import Piece
-from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.qa import source
-from pytest_longctx.qa import source_prompts as P
-from pytest_longctx.qa.experiment import QaData
-from pytest_longctx.qa.questions import load_questions
-from pytest_longctx.qa.sizing import choose_sizes, fill_close, tolerance
+from pytest_longctx.experiments.qa import source
+from pytest_longctx.experiments.qa import source_prompts as P
+from pytest_longctx.experiments.qa.collage import Piece
+from pytest_longctx.experiments.qa.experiment import QaData
+from pytest_longctx.experiments.qa.federal_register import load_issue
+from pytest_longctx.experiments.qa.questions import load_questions
+from pytest_longctx.experiments.qa.sizing import choose_sizes, fill_close, tolerance
 from pytest_longctx.server.responders import last_user_text
 from tests.corpus_data import QUESTIONS, ROOT
 from tests.passkey_api import MODEL
@@ -246,7 +246,7 @@ def test_sizes_from_the_ini_and_unfillable_sizes(pytester: pytest.Pytester, fr_x
 
 
 def test_study_table_layout_and_chance_on_every_qa_chart() -> None:
-    from pytest_longctx.qa.report import qa_figures, qa_tables
+    from pytest_longctx.experiments.qa.report import qa_figures, qa_tables
 
     cells, trials = [], []
     for size in (70_000, 95_000):

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.corpus.federal_register import load_issue
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import UsageError
-from pytest_longctx.qa.questions import Question, load_questions, longest_answer_share, validate
+from pytest_longctx.experiments.qa.federal_register import load_issue
+from pytest_longctx.experiments.qa.questions import Question, load_questions, longest_answer_share, validate
 from tests.corpus_data import QUESTIONS
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.scoring import extract_choice
+from pytest_longctx.experiments.qa.scoring import extract_choice
 
 
 @pytest.mark.parametrize(("text", "letter"), [

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.docs.source import GENERATE, JUDGE
-from pytest_longctx.lrt.files import INSTRUCTION, LINE, build_source_file
-from pytest_longctx.lrt.prompts import LRT_SOURCE, lrt_request
+from pytest_longctx.experiments.docs.source import GENERATE, JUDGE
+from pytest_longctx.experiments.lrt.files import INSTRUCTION, LINE, build_source_file
+from pytest_longctx.experiments.lrt.prompts import LRT_SOURCE, lrt_request
 
 SEEDS = Path(__file__).resolve().parent.parent.parent / "shared" / "seeds"
 LRT_README = SEEDS / "002_3ad17501e0e09ca8.txt"

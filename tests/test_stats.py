@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from pytest_longctx.stats import binom_two_sided, mcnemar_exact, wilson
+from pytest_longctx.results.stats import binom_two_sided, mcnemar_exact, wilson
 
 
 @pytest.mark.parametrize(("correct", "n", "low", "high"), [

@@ -283,8 +283,8 @@ def test_a_fatal_api_error_mid_run_stops_it_with_the_error_line(start: Any) -> N
 async def test_cancel_stops_the_lanes_at_once_and_waiting_tests_end_skipped(tmp_path: Path, api: Any) -> None:
     from pytest_longctx.backends.anthropic import AnthropicBackend
     from pytest_longctx.backends.base import Request, request_key
-    from pytest_longctx.backends.cache import ResponseCache
-    from pytest_longctx.prefetch import Dispatcher, RunStopped, Waiter
+    from pytest_longctx.dispatch.cache import ResponseCache
+    from pytest_longctx.dispatch.prefetch import Dispatcher, RunStopped, Waiter
 
     gate = Gate(FREE)
     srv = api(gate)
@@ -324,8 +324,8 @@ async def test_cancel_stops_the_lanes_at_once_and_waiting_tests_end_skipped(tmp_
 
 
 def test_cancel_before_the_thread_runs_sends_nothing(tmp_path: Path) -> None:
-    from pytest_longctx.backends.cache import ResponseCache
-    from pytest_longctx.prefetch import Dispatcher
+    from pytest_longctx.dispatch.cache import ResponseCache
+    from pytest_longctx.dispatch.prefetch import Dispatcher
 
     class Never:
         provider, model = "anthropic", "claude-test"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.client import ModelClient
-from pytest_longctx.docs.conditions import docs_plan
-from pytest_longctx.docs.experiment import DocsExperiment
+from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import UsageError
-from pytest_longctx.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
-from pytest_longctx.options import Settings
+from pytest_longctx.experiments.docs.conditions import docs_plan
+from pytest_longctx.experiments.docs.experiment import DocsExperiment
+from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
+from pytest_longctx.session.options import Settings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -15,14 +15,14 @@ judge's verdict (and its agreement with subspan) are recorded beside it.
   of the same documents cut into ~200-token chunks (retrieval recall is recorded).
 
 ``--longctx-protocol source`` runs Snorkel's write-up: its prompts, one QA pair per document, every
-pair at every depth and size, the LLM judge as the scorer (pytest_longctx/docs/source.py).
+pair at every depth and size, the LLM judge as the scorer (pytest_longctx/experiments/docs/source.py).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.docs.scorers import first_line
+from pytest_longctx.experiments.docs.scorers import first_line
 
 pytestmark = pytest.mark.longctx("docs")
 

@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
-from pytest_longctx.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
-from pytest_longctx.lrt.conditions import lrt_plan
+from pytest_longctx.experiments.lrt.conditions import lrt_plan
+from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
 
 
 class LrtSizeWarning(UserWarning):

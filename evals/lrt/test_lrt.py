@@ -5,7 +5,7 @@ Method (The Little Retrieval Test README): a ``Testing Long Context`` header, th
 ``[EXECUTE THIS]`` instruction naming a random line k, inserted at a random place. The first integer
 of the answer is compared with line k's value; a miss records which line the value came from and
 how far it is from k. ``--longctx-protocol source`` builds the file as the README does (values
-1..10000, the instruction anywhere, 500..6500 lines, 50 trials a size); see pytest_longctx/lrt/.
+1..10000, the instruction anywhere, 500..6500 lines, 50 trials a size); see pytest_longctx/experiments/lrt/.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from pytest_longctx import Oracle
-from pytest_longctx.lrt.conditions import lrt_plan
-from pytest_longctx.lrt.files import build_file, build_source_file, explain
-from pytest_longctx.lrt.prompts import check_fits, lrt_request
+from pytest_longctx.experiments.lrt.conditions import lrt_plan
+from pytest_longctx.experiments.lrt.files import build_file, build_source_file, explain
+from pytest_longctx.experiments.lrt.prompts import check_fits, lrt_request
 
 pytestmark = pytest.mark.longctx("lrt")
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.client import ModelClient
-from pytest_longctx.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
-from pytest_longctx.options import Settings
-from pytest_longctx.qa.cells import QaPlan, get_plan, load_issues, question_file
-from pytest_longctx.qa.experiment import QaData
-from pytest_longctx.qa.questions import load_questions
+from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx.experiments.qa.cells import QaPlan, get_plan, load_issues, question_file
+from pytest_longctx.experiments.qa.experiment import QaData
+from pytest_longctx.experiments.qa.questions import load_questions
+from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
+from pytest_longctx.session.options import Settings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.qa.flow import ask_mc
+from pytest_longctx.experiments.qa.flow import ask_mc
 
 
 def control_question(longctx, settings, qa, qa_plan):

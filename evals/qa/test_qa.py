@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.qa.flow import ask_mc
-from pytest_longctx.qa.mcqa import example_count, shuffle_options
+from pytest_longctx.experiments.qa.flow import ask_mc
+from pytest_longctx.experiments.qa.mcqa import example_count, shuffle_options
 
 pytestmark = pytest.mark.longctx("qa")
 

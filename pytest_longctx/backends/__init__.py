@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from pytest_longctx.backends.base import Backend, Completion, Message, Request, request_key
-from pytest_longctx.models import BACKENDS, ModelSpec
+from pytest_longctx.backends.models import BACKENDS, ModelSpec
 
 __all__ = ["Backend", "Completion", "Message", "Request", "build_backend", "missing_key_message", "request_key"]
 

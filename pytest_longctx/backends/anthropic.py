@@ -22,7 +22,7 @@ from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.retry import Retrier, RetryPolicy, Verdict, retry_after_seconds
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import NotCachedError
-from pytest_longctx.fsutil import atomic_write_text
+from pytest_longctx.util.fsutil import atomic_write_text
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
 RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.fsutil import atomic_write_bytes, atomic_write_text
+from pytest_longctx.util.fsutil import atomic_write_bytes, atomic_write_text
 
 #: Environment variable naming a data dir (a corpus folder or a folder of corpora).
 DATA_DIR_ENV = "LONGCTX_DATA_DIR"

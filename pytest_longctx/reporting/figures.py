@@ -23,7 +23,7 @@ from pytest_longctx.reporting.charts import (
     line_chart,
     natural_key,
 )
-from pytest_longctx.stats import wilson
+from pytest_longctx.results.stats import wilson
 
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]
@@ -200,14 +200,14 @@ def judge_agreement(trials: Trials, group_key: str, title: str) -> Figure | None
 
 def qa_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
     """The qa package's figures, chance marked (imported lazily: it builds on this module)."""
-    from pytest_longctx.qa.report import qa_figures as build
+    from pytest_longctx.experiments.qa.report import qa_figures as build
 
     return build(cells, trials)
 
 
 def lrt_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
     """The LRT package's figures (imported lazily: it builds on this module)."""
-    from pytest_longctx.lrt.report import lrt_figures as build
+    from pytest_longctx.experiments.lrt.report import lrt_figures as build
 
     return build(cells, trials)
 
@@ -219,7 +219,7 @@ def controls_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
 
 def docs_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
     """The docs package's figures (imported lazily: it builds on this module)."""
-    from pytest_longctx.docs.report import docs_figures as build
+    from pytest_longctx.experiments.docs.report import docs_figures as build
 
     return build(cells, trials)
 

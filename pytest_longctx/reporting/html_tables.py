@@ -7,8 +7,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_longctx.gating import cell_verdict
 from pytest_longctx.reporting.charts import esc
+from pytest_longctx.results.gating import cell_verdict
 
 #: Misses and errors listed per experiment; the rest stay in the embedded record / longctx.json.
 DRILL_CAP = 200

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pytest_longctx.options import Settings
+from pytest_longctx.session.options import Settings
 
 
 def estimated_spend(usage: dict[str, Any], settings: Settings) -> float:

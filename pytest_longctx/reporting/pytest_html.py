@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.aggregate import records_of
+from pytest_longctx.results.aggregate import records_of
 
 COLUMNS = ("Condition", "Expected", "Answer", "Outcome")
 #: Characters of an expected/given answer shown in a pytest-html row.

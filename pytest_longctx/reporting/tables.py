@@ -23,9 +23,9 @@ from pytest_longctx.reporting.charts import esc
 
 #: experiment -> "module:function" building its source tables from (cells, trials).
 TABLE_BUILDERS: dict[str, str] = {
-    "qa": "pytest_longctx.qa.report:qa_tables",
-    "lrt": "pytest_longctx.lrt.report:lrt_tables",
-    "docs": "pytest_longctx.docs.report:docs_tables",
+    "qa": "pytest_longctx.experiments.qa.report:qa_tables",
+    "lrt": "pytest_longctx.experiments.lrt.report:lrt_tables",
+    "docs": "pytest_longctx.experiments.docs.report:docs_tables",
 }
 
 Builder = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], list[dict[str, Any]]]

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.gating import cell_verdict
-from pytest_longctx.options import Settings
+from pytest_longctx.results.gating import cell_verdict
+from pytest_longctx.session.options import Settings
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -21,7 +21,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         _footer(tr, state)
         return
     if record.get("plan") is not None:
-        from pytest_longctx.plan import format_plan
+        from pytest_longctx.dispatch.plan import format_plan
 
         tr.write_sep("=", "longctx plan (dry run: nothing was sent)")
         for line in format_plan(record["plan"]):
@@ -71,7 +71,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         c = record["comparison"]
         tr.write_line(f"compared with {c['baseline_model']} ({c['cells_compared']} cells, "
                       f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
-    from pytest_longctx.docs.summary import docs_summary
+    from pytest_longctx.experiments.docs.summary import docs_summary
 
     for line in docs_summary(record["trials"]):
         tr.write_line(f"longctx {line}")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.fsutil import atomic_write_text
+from pytest_longctx.util.fsutil import atomic_write_text
 
 RECORD_NAME = "longctx.json"
 HTML_NAME = "longctx.html"

@@ -64,7 +64,7 @@ def litm_options(config: pytest.Config) -> LitmOptions:
 
 def run_settings(config: pytest.Config) -> Any:
     """The core's resolved settings (no public accessor yet: see /work/notes/litm-needs.md)."""
-    from pytest_longctx.keys import SETTINGS_KEY
+    from pytest_longctx.session.keys import SETTINGS_KEY
 
     return config.stash[SETTINGS_KEY]
 

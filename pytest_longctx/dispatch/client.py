@@ -1,0 +1,139 @@
+"""The model client every trial talks to: cache, concurrency limit, plan mode and usage in one place."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_longctx.backends.base import Backend, Completion, Request, request_key
+from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.errors import NotCachedError
+
+if TYPE_CHECKING:
+    from pytest_longctx.dispatch.prefetch import Waiter
+
+
+class Planned(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """Raised in plan mode instead of sending a request; carries what would have been sent.
+
+    A skip, not an error: pytest then reports it without formatting a traceback (which cost ~70% of a
+    plan run), and an eval's ``except Exception`` around ``ask`` cannot swallow it.
+    """
+
+    def __init__(self, entry: dict[str, Any]) -> None:
+        super().__init__("longctx plan: request recorded, not sent", _use_item_location=True)
+        self.entry = entry
+
+
+class RunStopped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """The run stopped (SIGINT, -x, a fatal error) before this test's request was answered or sent.
+
+    Not a trial result, so a skip (like :class:`Planned`): the record holds what finished, and says why it stopped.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"longctx: the run stopped before this request was answered ({reason})",
+                         _use_item_location=True)
+
+
+@dataclass
+class ModelClient:
+    """Wraps a backend with the response cache, a concurrency limit and plan mode."""
+
+    backend: Backend
+    cache: ResponseCache | None
+    cache_mode: str = "on"
+    max_concurrency: int = 16
+    plan: bool = False
+    #: With ``plan``: append every planned request (full JSON) to this file.
+    plan_out: Path | None = None
+    #: Prefetch/batch: planned requests are answered by the controller through the cache.
+    waiter: Waiter | None = None
+    #: Created by the controller when the run stops (``stopping.request_stop``): no request is sent after it.
+    stop_file: Path | None = None
+    _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
+    _put_failed: bool = field(default=False, repr=False)
+
+    @property
+    def spec(self) -> str:
+        return f"{self.backend.provider}/{self.backend.model}"
+
+    def key(self, request: Request) -> str:
+        return request_key(self.backend.provider, self.backend.model, request)
+
+    async def complete(self, request: Request, oracle: Oracle | None = None) -> Completion:
+        """Answer from the cache when possible, else call the backend (errors are never cached)."""
+        key = self.key(request)
+        if not self.plan and self.waiter is not None and self.waiter.expects(key):
+            return await self.waiter.wait(key)  # sent up front by the controller in this run
+        use_cache = self.cache is not None and self.cache_mode != "off" and self.backend.provider != "fake"
+        if use_cache and self.cache_mode != "refresh":
+            assert self.cache is not None
+            if self.cache_mode == "replay" and not self.plan and (problem := self.cache.problem(key)):
+                raise NotCachedError(f"replay mode: corrupt cache entry {problem}; run once with "
+                                     "--longctx-cache on to refetch it")
+            hit = self.cache.get(key)
+            if hit is not None:
+                if self.plan:
+                    raise Planned(self._plan_entry(request, key, cached=True))
+                return Completion.from_json(hit, cache_hit=True)
+        if self.plan:
+            raise Planned(self._plan_entry(request, key, cached=False))
+        if use_cache and self.cache_mode == "replay":
+            raise NotCachedError(f"replay mode: no cached response for request {key[:12]} ({request.template}); "
+                                 "run once with --longctx-cache=on")
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        async with self._semaphore:
+            if self.stop_file is not None and self.stop_file.exists():  # checked right before sending
+                raise RunStopped(self.stop_file.read_text(encoding="utf-8").strip() or "stopped")
+            start = time.perf_counter()
+            if self.backend.provider == "fake":
+                completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
+            else:
+                completion = await self.backend.complete(request)
+            completion.latency_s = completion.latency_s or (time.perf_counter() - start)
+        if use_cache:
+            assert self.cache is not None
+            meta = {"provider": self.backend.provider, "model": self.backend.model, "template": request.template}
+            try:
+                self.cache.put(key, completion.to_json(), meta)
+            except OSError as exc:  # the answer is kept for this trial all the same
+                if not self._put_failed:
+                    self._put_failed = True
+                    warnings.warn(f"longctx cache: cannot store answers in {self.cache.root} ({exc.strerror or exc}); "
+                                  "this run keeps them, a re-run will send them again", stacklevel=2)
+        return completion
+
+    def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
+        exact = getattr(self.backend, "count_request", None)
+        tokens = exact(request) if exact is not None else None
+        if tokens is None:  # an estimate: the prompt's text under the backend's counter
+            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            tokens = self.backend.count_tokens(text)
+        entry = {"key": key, "model": self.spec, "template": request.template, "cached": cached,
+                 "input_tokens": tokens, "max_tokens": request.max_tokens, "tokenizer": self.backend.tokenizer}
+        if self.plan_out is not None and not cached:
+            append_line(self.plan_out, json.dumps({**entry, "request": request.to_json()}, ensure_ascii=False))
+        return entry
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line under an exclusive lock, so parallel writers never interleave."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            fh.write(line + "\n")
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

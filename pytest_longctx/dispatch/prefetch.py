@@ -1,0 +1,295 @@
+"""Prefetch: keep the configured concurrency in flight even though pytest runs one test at a time.
+
+Before the workers start, the controller runs the same selection once in plan mode (a child pytest
+process, no xdist: :mod:`~pytest_longctx.session.plan_child`) that writes every request the run will send to a
+JSONL file. A dispatcher thread sends all uncached requests with ``--longctx-max-concurrency`` in flight
+(while the child still plans), writing answers into the shared cache and failures into error files
+(errors are never cached). A test whose request was planned waits for its answer instead of calling
+the API itself. :meth:`Dispatcher.cancel` stops it at once (see :mod:`~pytest_longctx.session.stopping`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_longctx.backends.base import Completion, Request
+from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.dispatch.client import RunStopped
+from pytest_longctx.errors import BackendError, FatalBackendError
+from pytest_longctx.session.plan_child import read_plan
+from pytest_longctx.util.fsutil import atomic_write_text
+
+
+def error_path(work: Path, key: str) -> Path:
+    return work / "errors" / f"{key}.json"
+
+
+def kept_path(work: Path, key: str) -> Path:
+    """An answer the cache could not store, kept for this run only."""
+    return work / "kept" / f"{key}.json"
+
+
+def stopped_path(work: Path) -> Path:
+    """Written when the run stopped (SIGINT, -x, a fatal error): holds why; waiting tests then end skipped."""
+    return work / "stopped"
+
+
+def sent_path(work: Path, key: str) -> Path:
+    """Marker of a request the controller sent in this run (its answer is then not a cache hit)."""
+    return work / "sent" / key
+
+
+def write_error(work: Path, key: str, message: str, fatal: bool) -> None:
+    path = error_path(work, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"error": message, "fatal": fatal}), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@dataclass
+class Waiter:
+    """Worker side: planned keys are waited for in the cache instead of being sent again."""
+
+    work: Path
+    cache: ResponseCache
+    timeout_s: float = 3600.0
+    _keys: set[str] | None = None
+    _warned: bool = False
+
+    def expects(self, key: str) -> bool:
+        if self._keys is None:
+            path = self.work / "keys.txt"
+            self._keys = set(path.read_text().split()) if path.exists() else set()
+        return key in self._keys
+
+    async def wait(self, key: str) -> Completion:
+        deadline = time.monotonic() + self.timeout_s
+        delay = 0.005
+        while time.monotonic() < deadline:
+            hit = self.cache.get(key)
+            if hit is not None:  # sent by the controller in this run, or already cached before it
+                return Completion.from_json(hit, cache_hit=not sent_path(self.work, key).exists())
+            kept = kept_path(self.work, key)
+            if kept.exists():  # received, but the cache could not store it: this run uses it all the same
+                if not self._warned:
+                    self._warned = True
+                    warnings.warn(f"longctx cache: cannot store answers in {self.cache.root}; this run keeps them, "
+                                  "a re-run will send them again", stacklevel=2)
+                return Completion.from_json(json.loads(kept.read_text(encoding="utf-8")))
+            err = error_path(self.work, key)
+            stopped = stopped_path(self.work)
+            if stopped.exists() and not err.exists():
+                raise RunStopped(stopped.read_text(encoding="utf-8").strip() or "stopped")
+            if err.exists():
+                info = json.loads(err.read_text(encoding="utf-8"))
+                cls = FatalBackendError if info.get("fatal") else BackendError
+                raise cls(info["error"])
+            if (self.work / "done").exists() and self.cache.get(key) is None and not err.exists():
+                raise BackendError(f"prefetch: finished without an answer for request {key[:12]}")
+            await asyncio.sleep(delay)
+            delay = min(0.05, delay * 1.5)
+        raise BackendError(f"prefetch: no answer for request {key[:12]} within {self.timeout_s:.0f}s")
+
+
+@dataclass
+class Progress:
+    """Counters the dispatcher updates and the controller prints."""
+
+    total: int = 0
+    done: int = 0
+    failed: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+class Dispatcher:
+    """Controller side: sends planned, uncached requests with bounded concurrency in a thread.
+
+    Either after the plan run (:meth:`start`), or while it runs (:meth:`start_streaming`, then
+    :meth:`plan_finished`): requests are then sent as the child plans them, so planning and sending overlap.
+    """
+
+    def __init__(self, backend: Any, cache: ResponseCache, work: Path, plan_file: Path, concurrency: int = 16) -> None:
+        self.backend = backend
+        self.concurrency = max(1, concurrency)
+        self.cache = cache
+        self.work = work
+        self.plan_file = plan_file
+        self.progress = Progress()
+        self._thread: threading.Thread | None = None
+        self._fatal: str | None = None
+        self._plan_ended = threading.Event()
+        self._abandoned = False
+        #: Why the run stopped (set by :meth:`cancel`); no request starts once it is set.
+        self.cancelled: str | None = None
+        self._lock = threading.RLock()  # re-entrant: cancel() may run in a signal handler on a thread inside it
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def prepare(self) -> list[dict[str, Any]]:
+        """Write keys.txt (every planned key) and return the entries that still need sending."""
+        pending: dict[str, dict[str, Any]] = {}
+        keys: list[str] = []
+        for entry in read_plan(self.plan_file):
+            keys.append(entry["key"])
+            if entry["key"] not in pending and self.cache.get(entry["key"]) is None:
+                pending[entry["key"]] = entry
+        self._write_keys(keys)
+        self.progress.total = len(pending)
+        return list(pending.values())
+
+    def _write_keys(self, keys: list[str]) -> None:
+        (self.work / "keys.txt").write_text("\n".join(sorted(set(keys))), encoding="utf-8")
+
+    def start(self) -> None:
+        """Send everything in the finished plan."""
+        entries = self.prepare()
+        self._plan_ended.set()
+        self._spawn(entries)
+
+    def start_streaming(self) -> None:
+        """Send requests as the running child plan run appends them; then call :meth:`plan_finished`."""
+        self._spawn(None)
+
+    def plan_finished(self, ok: bool) -> None:
+        """The child plan run ended: write keys.txt (before any worker starts), or stop feeding if it failed."""
+        if ok:
+            self._write_keys([entry["key"] for entry in read_plan(self.plan_file)] if self.plan_file.exists() else [])
+        else:
+            self._abandoned = True
+        self._plan_ended.set()
+
+    def _spawn(self, entries: list[dict[str, Any]] | None) -> None:
+        self._thread = threading.Thread(target=self._main, args=(entries,), name="longctx-prefetch", daemon=True)
+        self._thread.start()
+
+    def _main(self, entries: list[dict[str, Any]] | None) -> None:
+        try:
+            asyncio.run(self._run(entries))
+        except asyncio.CancelledError:  # cancel(): the run stopped
+            pass
+
+    def cancel(self, reason: str) -> None:
+        """Stop now, from any thread (a signal handler too): no request starts after this; those in flight are
+        abandoned; answers already received are in the cache. Then :meth:`join` returns promptly."""
+        with self._lock:
+            first, self.cancelled = self.cancelled is None, self.cancelled or reason
+            loop, task = self._loop, self._task
+        self._plan_ended.set()
+        if first and loop is not None and task is not None:
+            try:
+                loop.call_soon_threadsafe(task.cancel)
+            except RuntimeError:  # the loop already closed: the thread is finishing by itself
+                pass
+
+    async def _feed(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+        """Tail the plan file while the child writes it; queue each new uncached key once, in plan order."""
+        seen: set[str] = set()
+        offset, partial = 0, b""
+        while True:
+            ended = self._plan_ended.is_set()  # checked before reading: the read after the child ended is complete
+            try:
+                with self.plan_file.open("rb") as fh:
+                    fh.seek(offset)
+                    chunk = fh.read()
+                    offset = fh.tell()
+            except FileNotFoundError:
+                chunk = b""
+            *lines, partial = (partial + chunk).split(b"\n")
+            for line in lines:
+                if self._abandoned or not line.strip():
+                    continue
+                entry = json.loads(line)
+                if entry["key"] not in seen and self.cache.get(entry["key"]) is None:
+                    seen.add(entry["key"])
+                    with self.progress.lock:
+                        self.progress.total += 1
+                    queue.put_nowait(entry)
+            if ended or self._abandoned or self.cancelled is not None:
+                break
+            await asyncio.sleep(0.02)
+        for _ in range(self.concurrency):
+            queue.put_nowait(None)
+
+    async def _one(self, entry: dict[str, Any]) -> None:
+        key = entry["key"]
+        if self.cancelled is not None:  # checked right before sending: nothing starts after cancel()
+            return
+        if self._fatal is not None:
+            write_error(self.work, key, self._fatal, True)
+            return
+        try:
+            completion = await self.backend.complete(Request.from_json(entry["request"]))
+        except FatalBackendError as exc:
+            self._fatal = str(exc)
+            write_error(self.work, key, str(exc), True)
+            return
+        except Exception as exc:  # every failure must reach the waiting test
+            message = str(exc) if isinstance(exc, BackendError) else f"prefetch: {type(exc).__name__}: {exc}"
+            write_error(self.work, key, message, False)
+            with self.progress.lock:
+                self.progress.failed += 1
+            return
+        sent = sent_path(self.work, key)  # marked before it is stored: a waiter finding it counts a request sent
+        sent.parent.mkdir(parents=True, exist_ok=True)
+        sent.touch()
+        try:
+            self.cache.put(key, completion.to_json(), {"provider": self.backend.provider, "model": self.backend.model,
+                                                        "template": entry["request"].get("template", "")})
+        except OSError as exc:  # kept for this run's tests in the work folder (see Waiter.wait)
+            try:
+                atomic_write_text(kept_path(self.work, key), json.dumps(completion.to_json(), ensure_ascii=False))
+            except OSError:
+                write_error(self.work, key, "prefetch: answer received, but neither the cache nor the work folder "
+                            f"could store it ({exc.strerror or exc})", False)
+                with self.progress.lock:
+                    self.progress.failed += 1
+                return
+        with self.progress.lock:
+            self.progress.done += 1
+            self.progress.input_tokens += completion.input_tokens
+            self.progress.output_tokens += completion.output_tokens
+
+    async def _run(self, entries: list[dict[str, Any]] | None) -> None:
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        if entries is not None:
+            for entry in entries:
+                queue.put_nowait(entry)
+            for _ in range(self.concurrency):
+                queue.put_nowait(None)
+
+        async def lane() -> None:  # ``concurrency`` lanes take the entries in plan order, one at a time
+            while (entry := await queue.get()) is not None:
+                await self._one(entry)
+
+        with self._lock:
+            self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
+            cancelled = self.cancelled is not None
+        try:
+            if not cancelled:
+                # Not one task per entry: thousands of tasks queued on the backend's limit would all wake on each
+                # answer.
+                feed = [self._feed(queue)] if entries is None else []
+                await asyncio.gather(*feed, *(lane() for _ in range(self.concurrency)))
+        finally:
+            with self._lock:
+                self._loop = self._task = None
+            if self.cancelled is not None:  # before "done": a waiting test must see why, not "no answer"
+                stopped_path(self.work).write_text(self.cancelled, encoding="utf-8")
+            (self.work / "done").touch()
+            await self.backend.aclose()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to end (after :meth:`cancel`, promptly)."""
+        if self._thread is not None:
+            self._thread.join(timeout)

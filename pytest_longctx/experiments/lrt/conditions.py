@@ -1,0 +1,80 @@
+"""The LRT's condition axes: file sizes (lines), shuffle modes and trials per cell, per protocol.
+
+Sizes come from ``--longctx-lrt-lines``, else the model profile's ``lrt_lines``, else (source
+protocol) the source's sizes or (longctx protocol) candidates up to the window. A size whose file
+would not fit the model's window is not generated; :attr:`LrtPlan.note` says which and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pytest_longctx.session.options import Settings
+
+#: cl100k tokens of one register line, measured (e.g. "line 1234: REGISTER_CONTENT is <56789>"); the
+#: README: 500 lines "roughly 7k tokens", 6,500 "roughly 97k".
+TOKENS_PER_LINE = 14
+#: Share of the window a file may take (the rest: the answer and tokenizer differences).
+FILL = 0.9
+CANDIDATE_LINES = (200, 500, 1000, 2000, 5000, 10000)
+SHUFFLES = ("none", "full", "block-5", "block-20", "block-100")
+#: little_retrieval_test.py ``main()``: n_values and num_tests; the README: "from 500 ... up to 6500",
+#: "50 in particular for the figures".
+SOURCE_LINES = (500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 6500)
+SOURCE_TRIALS = 50
+#: The README's figures: ordered vs shuffled, and "blocks of size B" (the script's B = 10; the
+#: block figure does not state its sizes, so a second, larger block size is ours).
+SOURCE_SHUFFLES = ("none", "full", "block-10", "block-100")
+
+
+@dataclass(frozen=True)
+class LrtPlan:
+    """What the LRT runs: sizes, shuffle modes, trials per cell (None: --longctx-samples)."""
+
+    lines: list[int]
+    shuffles: list[str]
+    samples: int | None = None
+    skipped: list[int] = field(default_factory=list)
+    window: int = 0
+
+    @property
+    def note(self) -> str | None:
+        """One line naming the sizes left out, or None."""
+        if not self.skipped:
+            return None
+        sizes = ", ".join(f"{n:,}" for n in self.skipped)
+        return (f"lrt: {sizes} lines not run: a file of ~{TOKENS_PER_LINE} tokens a line would not fit "
+                f"{FILL:.0%} of the {self.window:,}-token window")
+
+
+def fits(lines: int, window: int) -> bool:
+    return lines * TOKENS_PER_LINE <= window * FILL
+
+
+def lrt_plan(settings: Settings) -> LrtPlan:
+    """The LRT's cells for this run's model, protocol and options."""
+    window = settings.context_window
+    profile = settings.model.profile
+    source = settings.protocol == "source"
+    if settings.lrt_lines:
+        wanted = list(settings.lrt_lines)
+    elif source:
+        wanted = list(SOURCE_LINES)
+    elif profile.lrt_lines:
+        wanted = list(profile.lrt_lines)
+    else:
+        fitting = [n for n in CANDIDATE_LINES if fits(n, window)]
+        wanted = fitting[-4:]
+    lines = [n for n in wanted if fits(n, window)]
+    skipped = [n for n in wanted if not fits(n, window)]
+    if source:
+        shuffles = list(SOURCE_SHUFFLES)
+    else:
+        shuffles = list(profile.lrt_shuffles or SHUFFLES)
+    if settings.samples_given:  # ("all" has no item pool to exhaust here: the defaults below apply)
+        samples = None
+    elif source:
+        samples = SOURCE_TRIALS
+    else:
+        samples = profile.lrt_samples or None
+    return LrtPlan(lines=lines, shuffles=shuffles, samples=samples, skipped=skipped, window=window)

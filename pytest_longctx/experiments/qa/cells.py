@@ -1,0 +1,123 @@
+"""The qa experiment's cells, decided once at collection (identically on every xdist worker).
+
+Which context sizes (the corpus must fill them), how many trials a cell gets (``--longctx-samples``,
+``all``, or the model profile's qa default), which prompt variants and positions run, and whether the
+baseline that filters ``all`` is complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.experiments.qa import baseline, source
+from pytest_longctx.experiments.qa.conditions import CANDIDATES, RESERVE, qa_sizes
+from pytest_longctx.experiments.qa.federal_register import Issue, load_issue, locate
+from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
+from pytest_longctx.experiments.qa.questions import load_questions
+from pytest_longctx.experiments.qa.sizing import choose_sizes
+from pytest_longctx.session.options import Settings
+
+#: Tokens a written section adds beyond its cl100k count (wrapper tags and separator), per protocol.
+OVERHEAD = {"longctx": 8, "source": 1}
+
+
+@dataclass(frozen=True)
+class QaPlan:
+    """What the qa tests of this run look like."""
+
+    sizes: tuple[int, ...]
+    depth_sizes: tuple[int, ...]
+    size_note: str | None
+    #: trials per qa cell; None: --longctx-samples as given (the plugin's default)
+    qa_samples: int | None
+    control_samples: int | None
+    prompts: tuple[str, ...]
+    examples: tuple[str, ...]
+    depths: tuple[int, ...]
+    #: why the qa cells do not run (``all`` without a complete baseline), else None
+    blocked: str | None
+    capacity: int
+
+
+PLAN_KEY = pytest.StashKey[QaPlan]()
+
+
+def dates(settings: Settings) -> list[str]:
+    """``--longctx-fr-date A,B``: the questions' issue first, then distractor-only issues."""
+    return [d.strip() for d in settings.fr_date.split(",") if d.strip()]
+
+
+def load_issues(settings: Settings) -> list[Issue]:
+    corpora = settings.cache_dir / "corpora"
+    counter = TiktokenCounter()
+    return [load_issue(locate(d, path=None, data_dir=settings.data_dir, cache_dir=corpora), d, counter, corpora)
+            for d in dates(settings)]
+
+
+def question_file(root: Path, settings: Settings) -> Path:
+    return root / "questions" / f"FR-{dates(settings)[0]}.jsonl"
+
+
+def plan(settings: Settings, fixtures: Path) -> QaPlan:
+    """Decide the qa cells from the settings, the model profile, the corpus and the stored baseline."""
+    profile = settings.model.profile
+    issues = load_issues(settings)
+    cap = sum(s.tokens + OVERHEAD[settings.protocol] for i in issues for s in i.sections)
+    corpus = " + ".join(f"FR {i.date}" for i in issues)
+    window = settings.context_window
+    explicit = bool(settings.context_sizes)
+    if explicit:
+        wanted = list(settings.context_sizes)
+    elif profile.qa_sizes:
+        wanted = list(profile.qa_sizes)
+    elif settings.protocol == "source":
+        wanted = [b for b in source.BUDGETS if b <= window - RESERVE] or qa_sizes(window)[-1:]
+    else:
+        wanted = qa_sizes(window, capacity=cap)
+    sizes, note = choose_sizes(wanted, cap, source=corpus, explicit=explicit)
+    if note is None and not explicit and settings.protocol == "longctx" and not profile.qa_sizes:
+        _, note = choose_sizes([c for c in CANDIDATES if c <= window - RESERVE], cap, source=corpus, explicit=False)
+    if not sizes:
+        raise pytest.UsageError(note or "no qa context size")
+    depth_sizes = tuple(sizes) if explicit or settings.protocol == "source" else tuple(
+        qa_sizes(window, depth=True, capacity=cap))
+    small = not settings.samples_given and not settings.samples_all
+    qa_n = profile.qa_samples if small and profile.qa_samples else None
+    prompts: tuple[str, ...] = PROMPTS
+    examples: tuple[str, ...] = EXAMPLES
+    if profile.qa_variants and not explicit and settings.protocol == "longctx":
+        prompts = tuple(sorted({v.split("/")[0] for v in profile.qa_variants}))
+        examples = tuple(sorted({v.split("/")[1] for v in profile.qa_variants}))
+    depths = () if settings.protocol == "source" or profile.qa_variants else (0, 25, 50, 75, 100)
+    questions = load_questions(question_file(fixtures, settings))
+    blocked = None
+    control_n = qa_n
+    if settings.samples_all:
+        results = baseline.load(settings.cache_dir, settings.model.spec, settings.protocol)
+        path = baseline.baseline_path(settings.cache_dir, settings.model.spec, settings.protocol)
+        have = sum(1 for q in questions if q.id in results)
+        control_n = len(questions)
+        qa_n = sum(1 for q in questions if results.get(q.id, False))
+        if have < len(questions) and settings.plan:
+            qa_n = len(questions)  # a plan counts every question: the upper bound of what the qa cells will send
+        elif have < len(questions):
+            blocked = (f"--longctx-samples all: qa cells use only the questions {settings.model.spec} answered right "
+                       f"with its own section, but {path} has {have} of {len(questions)}; this run completes the "
+                       f"baseline (qa-baseline, cached), run again for the qa cells")
+    return QaPlan(tuple(sizes), depth_sizes, note, qa_n, control_n, prompts, examples, depths, blocked, cap)
+
+
+def get_plan(config: pytest.Config, settings: Settings, fixtures: Path) -> QaPlan:
+    """The run's plan, computed once per process."""
+    if PLAN_KEY not in config.stash:
+        from pytest_longctx.errors import UsageError
+
+        try:
+            config.stash[PLAN_KEY] = plan(settings, fixtures)
+        except UsageError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return config.stash[PLAN_KEY]

@@ -1,0 +1,85 @@
+"""Fixtures that eval tests use: ``longctx`` (the trial), the shared model client, settings."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import pytest_asyncio
+
+from pytest_longctx.backends import build_backend
+from pytest_longctx.backends.models import ModelSpec
+from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx.session.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it
+from pytest_longctx.session.identity import condition_params as condition_params
+from pytest_longctx.session.identity import trial_identity
+from pytest_longctx.session.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
+from pytest_longctx.session.options import Settings
+from pytest_longctx.session.trial import Trial, trial_seed
+
+
+@pytest.fixture(scope="session")
+def longctx_settings(pytestconfig: pytest.Config) -> Settings:
+    """The run's resolved settings (model, seed, samples, ...)."""
+    settings: Settings = pytestconfig.stash[SETTINGS_KEY]
+    return settings
+
+
+def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = None) -> ModelClient:
+    """A model client for ``spec`` with the run's cache, concurrency share and plan mode."""
+    shared = config.stash[SHARED_KEY]
+    s = config.stash[SETTINGS_KEY]
+    window = s.context_window if spec == s.model else spec.profile.context_window
+    backend = build_backend(spec, context_window=window, **shared.backend_options(spec))
+    cache = ResponseCache(s.cache_dir) if s.cache != "off" else None
+    waiter = None
+    if shared.prefetch_dir and cache is not None and spec == s.model:
+        from pytest_longctx.dispatch.prefetch import Waiter
+
+        waiter = Waiter(Path(shared.prefetch_dir), cache)
+    return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
+                       plan_out=s.plan_out, waiter=waiter,
+                       stop_file=Path(shared.stop_file) if shared.stop_file else None)
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def longctx_client(pytestconfig: pytest.Config, longctx_settings: Settings) -> AsyncIterator[ModelClient]:
+    """One client for the model under test per worker process (cache, limiter, plan mode)."""
+    client = make_client(pytestconfig, longctx_settings.model)
+    yield client
+    await client.backend.aclose()
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def longctx_judge(pytestconfig: pytest.Config, longctx_settings: Settings,
+                        longctx_client: ModelClient) -> AsyncIterator[ModelClient]:
+    """The judge model's client (--longctx-judge; the model under test when not set)."""
+    if longctx_settings.judge == longctx_settings.model:
+        yield longctx_client
+        return
+    client = make_client(pytestconfig, longctx_settings.judge)
+    yield client
+    await client.backend.aclose()
+
+
+@pytest.fixture
+def longctx_sample() -> int:
+    """Index of the trial within its cell (parametrized by the plugin from --longctx-samples)."""
+    return 0
+
+
+@pytest.fixture
+def longctx(request: pytest.FixtureRequest, longctx_client: ModelClient, longctx_settings: Settings,
+            longctx_sample: int) -> Trial:
+    """The current trial: seeded RNG, ``await longctx.ask(...)``, ``longctx.record(...)``."""
+    item = request.node
+    identity = trial_identity(item)
+    experiment, params = identity["experiment"], identity["params"]
+    seed = trial_seed(longctx_settings.seed, experiment, params, longctx_sample)
+    trial = Trial(experiment=experiment, params=params, sample=longctx_sample, seed=seed,
+                  client=longctx_client, nodeid=item.nodeid, run_seed=longctx_settings.seed)
+    item.stash[TRIAL_KEY] = trial
+    return trial
+

@@ -1,0 +1,56 @@
+"""Which option combinations make sense: contradictory modes and absurd values are usage errors at start-up.
+
+Checked once on the controller and on every worker, right after the options are resolved, so a run
+that could send requests it was told not to send (replay, plan) or could not finish (a sample count
+that exhausts memory) stops with one line before anything is collected or sent.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import re
+
+from pytest_longctx.errors import UsageError
+from pytest_longctx.session.options import Settings
+from pytest_longctx.util.fsutil import folder_problem
+
+#: Trials per condition cell; more would only exhaust memory at collection (every trial is a test item).
+MAX_SAMPLES = 10_000
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def check_fr_dates(text: str, flag: str = "--longctx-fr-date") -> None:
+    """``YYYY-MM-DD``, or a comma-separated list of such dates; each must be a real calendar date."""
+    parts = [p.strip() for p in text.split(",")]
+    for part in parts:
+        if not _DATE.fullmatch(part):
+            raise UsageError(f"{flag}: expected a date YYYY-MM-DD (or a comma-separated list of them), got {text!r}")
+        try:
+            dt.date.fromisoformat(part)
+        except ValueError:
+            raise UsageError(f"{flag}: {part!r} is not a calendar date (expected YYYY-MM-DD)") from None
+
+
+def check_settings(s: Settings) -> None:
+    """Raise a one-line :class:`UsageError` for a contradictory or absurd combination of options."""
+    if s.samples > MAX_SAMPLES:
+        raise UsageError(f"--longctx-samples: at most {MAX_SAMPLES:,} trials per cell, got {s.samples:,}")
+    check_fr_dates(s.fr_date)
+    if s.batch and s.plan:
+        raise UsageError("--longctx-batch: cannot be combined with --longctx-plan (a dry run submits nothing); "
+                         "drop one of them")
+    if s.cache == "replay" and s.batch:  # (--longctx-prefetch on with replay: options.check_provider_modes)
+        raise UsageError("--longctx-batch: cannot be combined with --longctx-cache replay (replay never sends "
+                         "or submits a request); drop one of them")
+    if s.plan_out is not None:
+        if not s.plan:
+            raise UsageError(f"--longctx-plan-out: {s.plan_out} is only written by a dry run; add --longctx-plan "
+                             "true or drop --longctx-plan-out")
+        if s.plan_out.is_dir():
+            raise UsageError(f"--longctx-plan-out: {s.plan_out} is a folder; pass a file path such as plan.jsonl")
+        problem = folder_problem(s.plan_out.parent)
+        if problem is not None:
+            raise UsageError(f"--longctx-plan-out: {s.plan_out.parent} {problem}; pass a writable file path")
+        if s.plan_out.exists() and not os.access(s.plan_out, os.W_OK):
+            raise UsageError(f"--longctx-plan-out: {s.plan_out} is not writable; pass a writable file path")

@@ -1,0 +1,323 @@
+"""Command-line and ini options, resolved once (CLI > ini > default) into frozen Settings.
+
+Every option is ``--longctx-<noun>`` on the command line and ``longctx_<noun>`` in the ini file.
+Values are validated here, so a bad value is a one-line usage error at start-up.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx.errors import UsageError
+from pytest_longctx.results.gating import Threshold, parse_threshold
+
+DEFAULT_MODEL = "local/smollm2-135m"
+CACHE_MODES = ("on", "off", "replay", "refresh")
+
+
+@dataclass(frozen=True)
+class OptionDef:
+    """One option: its noun, default, help text, and whether it is a list."""
+
+    noun: str
+    default: str | None
+    help: str
+    is_list: bool = False
+
+    @property
+    def dest(self) -> str:
+        return "longctx_" + self.noun.replace("-", "_")
+
+    @property
+    def flag(self) -> str:
+        return "--longctx-" + self.noun
+
+
+OPTIONS: tuple[OptionDef, ...] = (
+    OptionDef("model", DEFAULT_MODEL, "model under test as provider/name, e.g. fake/perfect, local/smollm2-135m, "
+              "anthropic/claude-sonnet-4-5, openai/<name> (default: %(default)s)"),
+    OptionDef("seed", "0", "seed every random choice flows from (default: 0)"),
+    OptionDef("samples", None, "trials per condition cell, or 'all': every eligible item in every cell "
+              "(default: the model's profile: fake 40, local 1, remote 20)"),
+    OptionDef("report-dir", "reports", "where longctx.json, longctx.html and the run history go (default: reports)"),
+    OptionDef("threshold", None, "gate expression SELECTOR:SPEC, repeatable, e.g. '*:0.8', "
+              "'experiment=lrt,shuffle=none:0.95', '*:max-drop=0.05/sig' (default: none)", is_list=True),
+    OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
+    OptionDef("cache", "on", "response cache: on, off, replay (fail trials whose response is not cached), "
+              "refresh (ignore and overwrite entries) (default: on)"),
+    OptionDef("cache-dir", None, "response cache directory shared by all workers (default: .longctx-cache)"),
+    OptionDef("max-concurrency", "16", "model requests in flight across all workers (default: 16)"),
+    OptionDef("context-window", None, "override the model's usable context window in tokens (default: the model's)"),
+    OptionDef("data-dir", None, "folder holding corpora such as FR-<date>.xml; also $LONGCTX_DATA_DIR (default: none)"),
+    OptionDef("fr-date", "2024-02-12", "Federal Register issue date(s) for the qa experiment, comma-separated: the "
+              "first holds the questions, further issues add distractor sections (default: 2024-02-12)"),
+    OptionDef("docs", None, "folder of your own documents for the docs experiment (default: fixtures/docs)"),
+    OptionDef("docs-review", "required", "which QA items of the docs folder are used: required (approved only) or "
+              "optional (approved and pending) (default: required)"),
+    OptionDef("docs-scorer", "subspan", "primary scorer of the docs experiment: subspan, em, f1 or judge "
+              "(default: subspan)"),
+    OptionDef("docs-judge", "auto", "also grade every docs answer with the judge model: true, false, or auto "
+              "(true unless the judge is a local CPU model, which cannot judge) (default: auto)"),
+    OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the model's "
+              "window minus 512 for question and answer, at most 1024 for local models)"),
+    OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
+    OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost "
+              "(default: false)"),
+    OptionDef("plan-out", None, "with --longctx-plan: also write every planned request to this JSONL file "
+              "(default: none)"),
+    OptionDef("prefetch", "auto", "send every request of the run up front with --longctx-max-concurrency in flight, "
+              "so tests find their answers cached: auto (remote models with the cache on), on, off (default: auto)"),
+    OptionDef("batch", "false", "send the run's requests through the Message Batches API (half price), wait, "
+              "then score; resumable (anthropic only) (default: false)"),
+    OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
+              "tiktoken (anthropic only; counts are cached) (default: false)"),
+    OptionDef("scoring", None, "multiple choice: generate (read the answer letter) or logprob "
+              "(likelihood of each letter; local models) (default: logprob for local models, else generate; "
+              "the source protocol always generates)"),
+    OptionDef("protocol", "longctx", "experiment protocol: source (each experiment as its published source ran "
+              "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
+    OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 (default: the "
+              "model profile's sizes, never more than the corpus fills)"),
+    OptionDef("lrt-lines", None, "LRT file sizes in lines, comma-separated, e.g. 500,1000,6500 (default: the model "
+              "profile's sizes; the source protocol: the source's 500..6500 that fit the window)"),
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved options of one run."""
+
+    model: ModelSpec
+    seed: int
+    samples: int
+    report_dir: Path
+    thresholds: tuple[Threshold, ...]
+    compare: Path | None
+    cache: str
+    cache_dir: Path
+    max_concurrency: int
+    context_window: int
+    data_dir: str | None
+    fr_date: str
+    docs: Path | None
+    judge: ModelSpec
+    plan: bool
+    scoring: str
+    plan_out: Path | None = None
+    prefetch: str = "auto"
+    batch: bool = False
+    exact_tokens: bool = False
+    docs_review: str = "required"
+    docs_scorer: str = "subspan"
+    docs_judge: bool = True
+    docs_context: int = 0
+    protocol: str = "longctx"
+    #: --longctx-context-sizes as given (empty: the experiment's defaults for the model)
+    context_sizes: tuple[int, ...] = ()
+    #: --longctx-samples all: every eligible item in every cell (``samples`` then holds the profile's default)
+    samples_all: bool = False
+    #: --longctx-samples (or its ini) was given as a number; otherwise experiments may use their source's count
+    samples_given: bool = False
+    #: --longctx-lrt-lines as given (empty: the LRT's defaults for the model and protocol)
+    lrt_lines: tuple[int, ...] = ()
+    rootdir: Path = field(default=Path("."))
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "model": self.model.spec,
+            "provider": self.model.provider,
+            "seed": self.seed,
+            "samples": self.samples,
+            "cache": self.cache,
+            "max_concurrency": self.max_concurrency,
+            "context_window": self.context_window,
+            "thresholds": [t.text for t in self.thresholds],
+            "compare": str(self.compare) if self.compare else None,
+            "fr_date": self.fr_date,
+            "docs": str(self.docs) if self.docs else None,
+            "judge": self.judge.spec,
+            "plan": self.plan,
+            "scoring": self.scoring,
+            "prefetch": self.prefetch,
+            "batch": self.batch,
+            "exact_tokens": self.exact_tokens,
+            "docs_review": self.docs_review,
+            "docs_scorer": self.docs_scorer,
+            "docs_judge": self.docs_judge,
+            "docs_context": self.docs_context,
+            "protocol": self.protocol,
+            "context_sizes": list(self.context_sizes),
+            "samples_all": self.samples_all,
+            "lrt_lines": list(self.lrt_lines),
+        }
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Register the ``longctx`` option group and its ini twins."""
+    group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
+    for opt in OPTIONS:
+        action = "append" if opt.is_list else "store"
+        group.addoption(opt.flag, action=action, dest=opt.dest, default=None,
+                        metavar=opt.noun.upper().replace("-", "_"),
+                        help=opt.help.replace("%(default)s", str(opt.default)))
+        parser.addini(opt.dest, help=opt.help.replace("%(default)s", str(opt.default)),
+                      type="linelist" if opt.is_list else "string", default=[] if opt.is_list else None)
+
+
+def _raw(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
+    cli = config.getoption(opt.dest)
+    if cli is not None:
+        return list(cli) if opt.is_list else str(cli)
+    ini = config.getini(opt.dest)
+    if opt.is_list:
+        return list(ini or [])
+    return str(ini) if ini not in (None, "") else opt.default
+
+
+def _int(opt: OptionDef, value: str | None, low: int) -> int:
+    try:
+        number = int(str(value))
+    except ValueError:
+        raise UsageError(f"{opt.flag}: expected a whole number, got {value!r}") from None
+    if number < low:
+        raise UsageError(f"{opt.flag}: must be >= {low}, got {number}")
+    return number
+
+
+def _int_list(opt: OptionDef, value: str | None, low: int) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers >= low, sorted and without duplicates (empty: none given)."""
+    if value is None or not str(value).strip():
+        return ()
+    parts = [p.strip().replace("_", "") for p in str(value).split(",") if p.strip()]
+    return tuple(sorted({_int(opt, p, low) for p in parts}))
+
+
+def _bool(opt: OptionDef, value: str | None) -> bool:
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off", "none", ""):
+        return False
+    raise UsageError(f"{opt.flag}: expected true or false, got {value!r}")
+
+
+def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_tokens: bool, cache: str,
+                         scoring: str | None) -> None:
+    """The one place where a mode the model's provider cannot honour becomes a usage error (one line).
+
+    ``scoring`` is the value given on the command line or in the ini file (None: the profile's default).
+    """
+    provider, spec = model.provider, model.spec
+    if batch and provider != "anthropic":
+        raise UsageError(f"--longctx-batch: only anthropic/* models have a batch API, not {spec}; drop it "
+                         f"({provider}/* runs live, with --longctx-prefetch for concurrency)")
+    if exact_tokens and provider != "anthropic":
+        raise UsageError(f"--longctx-exact-tokens: only anthropic/* models have a token-counting endpoint, not {spec}; "
+                         "drop it (local/* models always count with their own tokenizer)")
+    if prefetch == "on" and provider == "fake":
+        raise UsageError(f"--longctx-prefetch on: {spec} answers in-process, there is nothing to send up front; "
+                         "use auto or off")
+    if prefetch == "on" and cache in ("off", "replay"):
+        reason = "prefetched answers reach the tests through the cache" if cache == "off" else "replay sends nothing"
+        raise UsageError(f"--longctx-prefetch on: {reason}; drop --longctx-cache {cache} or use --longctx-prefetch off")
+    if scoring == "logprob" and provider not in ("local", "fake"):
+        raise UsageError(f"--longctx-scoring logprob: likelihood scoring needs a local/* model, not {spec}; "
+                         "use --longctx-scoring generate")
+
+
+def resolve(config: pytest.Config) -> Settings:
+    """Read every option once; raise UsageError (one line) on the first bad value."""
+    raw: dict[str, Any] = {opt.noun: _raw(config, opt) for opt in OPTIONS}
+    by = {opt.noun: opt for opt in OPTIONS}
+    model = parse_model_spec(str(raw["model"]), flag=by["model"].flag)
+    judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
+    samples_all = str(raw["samples"]).strip().lower() == "all"
+    samples = (_int(by["samples"], raw["samples"], 1) if raw["samples"] is not None and not samples_all
+               else model.profile.default_samples)
+    window = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
+              else model.profile.context_window)
+    cache = str(raw["cache"])
+    if cache not in CACHE_MODES:
+        raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")
+    thresholds = tuple(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))
+    rootdir = Path(str(config.rootpath))
+    compare = Path(str(raw["compare"])) if raw["compare"] else None
+    if compare is not None and not compare.is_file():
+        what = "is a folder" if compare.is_dir() else "not found"
+        raise UsageError(f"{by['compare'].flag}: {compare} {what}; pass an earlier run's longctx.json")
+    protocol = str(raw["protocol"])
+    if protocol not in ("source", "longctx"):
+        raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
+    scoring = str(raw["scoring"]) if raw["scoring"] is not None else (
+        model.profile.scoring if protocol == "longctx" else "generate")
+    if scoring not in ("generate", "logprob"):
+        raise UsageError(f"{by['scoring'].flag}: expected generate or logprob, got {scoring!r}")
+    if scoring == "logprob" and protocol == "source":
+        raise UsageError(f"{by['scoring'].flag}: logprob is not the source protocol's scoring; drop it or use "
+                         f"--longctx-protocol longctx")
+    docs = Path(str(raw["docs"])) if raw["docs"] else None
+    if docs is not None and not docs.is_absolute():
+        docs = rootdir / docs
+    if docs is not None and not docs.is_dir():
+        raise UsageError(f"{by['docs'].flag}: {docs} is not a folder; point it at a folder of .txt/.md documents")
+    docs_review, docs_scorer = str(raw["docs-review"]), str(raw["docs-scorer"])
+    if docs_review not in ("required", "optional"):
+        raise UsageError(f"{by['docs-review'].flag}: expected required or optional, got {docs_review!r}")
+    if docs_scorer not in ("subspan", "em", "f1", "judge"):
+        raise UsageError(f"{by['docs-scorer'].flag}: expected subspan, em, f1 or judge, got {docs_scorer!r}")
+    docs_judge = (judge.provider != "local" if str(raw["docs-judge"]) == "auto"
+                  else _bool(by["docs-judge"], str(raw["docs-judge"])))
+    if docs_scorer == "judge" and not docs_judge:
+        raise UsageError(f"{by['docs-scorer'].flag}: judge needs {by['docs-judge'].flag} true")
+    docs_context = (_int(by["docs-context"], str(raw["docs-context"]), 128) if raw["docs-context"] is not None
+                    else min(max(window - 512, window // 2), 1024 if model.provider == "local" else window))
+    prefetch = str(raw["prefetch"])
+    if prefetch not in ("auto", "on", "off"):
+        raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
+    batch = _bool(by["batch"], raw["batch"])
+    exact_tokens = _bool(by["exact-tokens"], raw["exact-tokens"])
+    check_provider_modes(model, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache,
+                         scoring=scoring if raw["scoring"] is not None else None)
+    if batch and cache == "off":
+        raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
+    context_sizes = _int_list(by["context-sizes"], raw["context-sizes"], 256)
+    report_dir = Path(str(raw["report-dir"]))
+    cache_dir = Path(str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache")))
+    return Settings(
+        model=model,
+        seed=_int(by["seed"], raw["seed"], 0),
+        samples=samples,
+        report_dir=report_dir if report_dir.is_absolute() else rootdir / report_dir,
+        thresholds=thresholds,
+        compare=compare,
+        cache=cache,
+        cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
+        max_concurrency=_int(by["max-concurrency"], raw["max-concurrency"], 1),
+        context_window=window,
+        data_dir=str(raw["data-dir"]) if raw["data-dir"] else None,
+        fr_date=str(raw["fr-date"]),
+        docs=docs,
+        judge=judge,
+        plan=_bool(by["plan"], raw["plan"]),
+        scoring=scoring,
+        plan_out=Path(str(raw["plan-out"])) if raw["plan-out"] else None,
+        prefetch=prefetch,
+        batch=batch,
+        exact_tokens=exact_tokens,
+        docs_review=docs_review,
+        docs_scorer=docs_scorer,
+        docs_judge=docs_judge,
+        docs_context=docs_context,
+        protocol=protocol,
+        context_sizes=context_sizes,
+        samples_all=samples_all,
+        samples_given=raw["samples"] is not None and not samples_all,
+        lrt_lines=_int_list(by["lrt-lines"], raw["lrt-lines"], 2),
+        rootdir=rootdir,
+    )

@@ -1,0 +1,96 @@
+"""Turning a test's result into a trial outcome: correct, incorrect (data) or error (infrastructure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_longctx.dispatch.client import Planned
+from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
+from pytest_longctx.session.identity import IDENTITY_KEY, error_record, trial_identity
+from pytest_longctx.session.keys import EMITTED_KEY, TRIAL_KEY
+
+PLAN_KEY = "longctx_plan"
+#: User property carrying a usage error that a fixture or test raised (its one-line message).
+USAGE_KEY = "longctx_usage_error"
+
+
+def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Rewrite ``report`` for a longctx trial and attach its record as a user property.
+
+    * passed → ``correct``.
+    * AssertionError raised by the test body after it asked the model → ``incorrect``: the report
+      becomes passed (a wrong answer does not fail the run) and shows as ``incorrect``.
+    * Anything else (backend error after retries, bad fixture, bug, an assert before any answer)
+      → ``error``: the report stays failed and the trial is never counted as wrong.
+    * Plan mode: the test ends skipped and carries the request it would have sent.
+    """
+    trial = item.stash.get(TRIAL_KEY, None)
+    excinfo = call.excinfo
+    if (report.failed and excinfo is not None and isinstance(excinfo.value, UsageError)
+            and (trial is not None or item.get_closest_marker("longctx"))):
+        # Bad input found by a fixture or the test (docs folder, QA file, corpus): no trial record (it is not a
+        # result); the controller stops the session as a usage error on this report (see ``plugin.py``).
+        message = str(excinfo.value).split("\n")[0][:1000]
+        report.user_properties.append((USAGE_KEY, message))
+        report.longrepr = f"UsageError: {message}"
+        item.stash[EMITTED_KEY] = True
+        if hasattr(item.config, "workerinput") and not item.session.shouldstop:
+            item.session.shouldstop = "usage error"  # this worker runs nothing more
+        return
+    if report.when == "setup" and (trial is not None or item.get_closest_marker("longctx")):
+        if report.failed:
+            # A fixture failed, before or after ``longctx`` was set up: an error of the cell, never a wrong answer.
+            _emit(item, report, _setup_error_record(item, call, None if trial is None else trial.seed))
+            _shorten(call, report)
+        else:
+            # For the controller, in case this worker dies while the test runs (a fresh list: item's stays as is).
+            identity = {**trial_identity(item), "seed": None if trial is None else trial.seed}
+            report.user_properties = [*report.user_properties, (IDENTITY_KEY, identity)]
+        return
+    if trial is None or report.when != "call" or item.stash.get(EMITTED_KEY, False):
+        return
+    if excinfo is not None and isinstance(excinfo.value, Planned):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, "longctx plan: request recorded, not sent")
+        report.user_properties.append((PLAN_KEY, excinfo.value.entry))
+        item.stash[EMITTED_KEY] = True
+        return
+    if report.passed:
+        record = trial.to_record("correct")
+    elif excinfo is not None and excinfo.type is AssertionError and trial.completions:
+        reason = str(excinfo.value).split("\n")[0][:500] or "assertion failed"
+        record = trial.to_record("incorrect", reason=reason)
+        report.outcome = "passed"
+        report.longrepr = None
+    elif report.failed and excinfo is not None:
+        record = trial.to_record("error", error=f"{excinfo.typename}: {excinfo.value}".split("\n")[0][:1000])
+        record["fatal"] = isinstance(excinfo.value, (FatalBackendError, UsageError))
+        _shorten(call, report)
+        if record["fatal"]:
+            item.session.shouldstop = str(excinfo.value)
+    else:
+        return
+    _emit(item, report, record)
+
+
+def _emit(item: pytest.Item, report: pytest.TestReport, record: dict[str, Any]) -> None:
+    from pytest_longctx.results.aggregate import RECORD_KEY
+
+    report.user_properties.append((RECORD_KEY, record))
+    item.stash[EMITTED_KEY] = True
+
+
+def _setup_error_record(item: pytest.Item, call: pytest.CallInfo[None], seed: int | None) -> dict[str, Any]:
+    excinfo = call.excinfo
+    error = f"{excinfo.typename}: {excinfo.value}" if excinfo else "setup failed"
+    fatal = bool(excinfo and isinstance(excinfo.value, (UsageError, FatalBackendError)))
+    return error_record(item.nodeid, trial_identity(item), error, fatal=fatal, seed=seed)
+
+
+def _shorten(call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
+    """Our own errors (bad input, API failures) show as one line, not a traceback."""
+    excinfo = call.excinfo
+    if excinfo is not None and isinstance(excinfo.value, LongctxError):
+        report.longrepr = f"{excinfo.typename}: {excinfo.value}"

@@ -1,0 +1,68 @@
+"""Checks of the gate's inputs before any request is sent: the compared run, the report dir, the selectors.
+
+A problem found here is a one-line usage error (exit 4) that costs nothing: no trial has run, the
+previous run record and the cache are untouched. What can only be known at the end (e.g. selectors
+under xdist, whose controller does not collect) is checked again by the gate, which fails closed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_longctx.errors import UsageError
+from pytest_longctx.session.options import Settings
+
+
+def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
+    """Validate the gate's options at start-up; return the compared run record (None without one).
+
+    Raises UsageError naming the option: a relative threshold without ``--longctx-compare``, a compare
+    file that is not a valid run record, a report dir that cannot be written.
+    """
+    relative = [t.text for t in settings.thresholds if t.kind == "max-drop"]
+    if relative and settings.compare is None and not settings.plan:
+        raise UsageError(f"--longctx-threshold: {relative[0]!r} is relative to an earlier run; "
+                         "pass --longctx-compare PATH (that run's longctx.json)")
+    baseline = None
+    if settings.compare is not None:
+        from pytest_longctx.results.schema import load_record
+
+        baseline = load_record(settings.compare, flag="--longctx-compare")
+    from pytest_longctx.util.fsutil import folder_problem
+
+    problem = folder_problem(settings.report_dir)
+    if problem is not None:
+        raise UsageError(f"--longctx-report-dir: {settings.report_dir} {problem}; pass a writable folder")
+    return baseline
+
+
+def collected_cells(items: list[pytest.Item]) -> list[dict[str, Any]]:
+    """The condition cells (experiment and params) that the collected longctx items will fill."""
+    from pytest_longctx.results.aggregate import cell_key
+    from pytest_longctx.session.identity import trial_identity
+
+    seen: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if item.get_closest_marker("longctx") is None:
+            continue
+        identity = trial_identity(item)
+        experiment, params = identity["experiment"], identity["params"]
+        seen.setdefault(cell_key(experiment, params), {"experiment": experiment, "params": params})
+    return list(seen.values())
+
+
+def check_selectors(settings: Settings, items: list[pytest.Item]) -> None:
+    """After collection (without xdist): a threshold whose selector matches no collected cell is a usage error."""
+    if not settings.thresholds:
+        return
+    cells = collected_cells(items)
+    if not cells:
+        return  # no longctx test selected: pytest reports that itself (exit 5) or the run is not an eval
+    from pytest_longctx.results.gating import describe_cells, unmatched
+
+    missing = unmatched(settings.thresholds, cells)
+    if missing:
+        raise UsageError(f"--longctx-threshold: {missing[0].text!r} matches none of the collected cells "
+                         f"({describe_cells(cells)}); fix its selector or select the tests it names")

@@ -1,0 +1,187 @@
+"""End of a run on the controller: build the run record, compare, gate, write reports, set the exit code."""
+
+from __future__ import annotations
+
+import datetime as dt
+import platform
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_longctx import __version__
+from pytest_longctx.errors import UsageError
+from pytest_longctx.results.compare import baselines_by_key, compare
+from pytest_longctx.results.gating import evaluate, gate_error
+from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION, load_record
+from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY
+from pytest_longctx.session.options import Settings
+
+
+def git_commit(root: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"],  # noqa: S607 - git from PATH, as a user runs it
+                             cwd=root, capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    return out.stdout.strip() or None
+
+
+def build_record(settings: Settings, state: Any, finished: float, workers: int) -> dict[str, Any]:
+    """The versioned run record (see README "Run record")."""
+    agg = state.aggregator
+    cells = agg.cells()
+    trials = agg.trials
+    tokenizers = sorted({t["detail"]["tokenizer"] for t in trials if "tokenizer" in t.get("detail", {})})
+    fixtures: dict[str, str] = {}
+    for t in trials:
+        fixtures.update(t.get("detail", {}).get("fixtures", {}))
+    return {
+        "schema": SCHEMA,
+        "version": SCHEMA_VERSION,
+        "settings": {
+            **settings.to_json(),
+            "plugin_version": __version__,
+            "pytest_version": pytest.__version__,
+            "python": platform.python_version(),
+            "git_commit": git_commit(settings.rootdir),
+            "started": dt.datetime.fromtimestamp(state.started, dt.UTC).isoformat(timespec="seconds"),
+            "finished": dt.datetime.fromtimestamp(finished, dt.UTC).isoformat(timespec="seconds"),
+            "duration_s": round(finished - state.started, 2),
+            "workers": workers,
+            "tokenizers": tokenizers,
+        },
+        "fixtures": dict(sorted(fixtures.items())),
+        "cells": cells,
+        "trials": trials,
+        "usage": agg.usage(),
+        "stopped": state.stop_reason,
+    }
+
+
+def finish_run(session: pytest.Session) -> None:
+    """Compute everything once and write it; never raises (a reporting problem must not lose results)."""
+    try:
+        _finish(session)
+    except Exception as exc:  # the last line of defence: a bug here must not lose the trials
+        _rescue(session, exc)
+
+
+def _finish(session: pytest.Session) -> None:
+    config = session.config
+    state = config.stash[RUN_KEY]
+    settings = config.stash[SETTINGS_KEY]
+    from pytest_longctx.session.keys import SHARED_KEY
+
+    record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers)
+    record["comparison"], record["gate"] = _compare_and_gate(record, settings, state)
+    if settings.plan:
+        from pytest_longctx.dispatch.plan import summarize_plan
+
+        _guarded(state, "the plan summary", lambda: record.__setitem__("plan", summarize_plan(state.plan, settings)))
+    if state.batch is not None:
+        _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
+    if state.dispatcher is not None:
+        p = state.dispatcher.progress
+        record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
+                              "input_tokens": p.input_tokens, "output_tokens": p.output_tokens}
+    from pytest_longctx.reporting.tables import experiment_tables
+
+    record["tables"] = experiment_tables(record["cells"], record["trials"], state.notes)
+    record["notes"] = list(state.notes)
+    state.record = record
+    if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.services_started):
+        return  # no longctx trial ran (e.g. only ordinary tests were selected): nothing to gate or write
+    # (but a run stopped before any trial finished, once requests could go out, is recorded: e.g. while prefetch
+    # or a batch was sending, or at start-up because the endpoint cannot be reached)
+    gate = record["gate"]
+    if gate["status"] in ("fail", "error") and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = gate["exit_code"]
+    from pytest_longctx.experiments.qa.baseline import update_from_record
+
+    try:
+        stored = update_from_record(record, settings.cache_dir)
+    except Exception as exc:  # a side result; the run record matters more
+        stored = None
+        state.written.append(f"could not store the qa-baseline results: {exc}")
+    if stored is not None:
+        record["settings"]["qa_baseline_file"] = str(stored)
+    _write(record, settings, state)
+
+
+def _guarded(state: Any, what: str, action: Any) -> None:
+    """Run one optional step of the finish; a failure becomes a note instead of losing the record."""
+    try:
+        action()
+    except Exception as exc:  # see the docstring
+        state.notes.append(f"could not compute {what}: {type(exc).__name__}: {exc}")
+
+
+def _compare_and_gate(record: dict[str, Any], settings: Settings,
+                      state: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The comparison (with --longctx-compare) and the gate; whatever fails is a gate error, never a pass."""
+    baseline = getattr(state, "baseline", None)
+    compared_with = str(settings.compare) if settings.compare is not None else None
+    if settings.plan:
+        if settings.thresholds:
+            state.notes.append("plan mode: nothing was answered, so the gate was not evaluated")
+        return None, evaluate(record["cells"], (), None)
+    try:
+        if settings.compare is not None and baseline is None:
+            baseline = load_record(settings.compare)  # normally read at start-up (plugin.pytest_configure)
+        comparison = None
+        if baseline is not None:
+            alphas = [t.alpha for t in settings.thresholds if t.alpha is not None]
+            comparison = compare(record["cells"], record["trials"], baseline, min(alphas) if alphas else 0.05)
+    except Exception as exc:  # a comparison that could not be made fails the gate
+        record["compare_error"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
+        return None, gate_error(f"comparison with {compared_with} failed: {record['compare_error']}",
+                                settings.thresholds)
+    try:
+        gate = evaluate(record["cells"], settings.thresholds, baselines_by_key(baseline), compared_with=compared_with)
+    except Exception as exc:  # a gate that could not run fails closed
+        gate = gate_error(f"the gate could not be evaluated: {type(exc).__name__}: {exc}", settings.thresholds)
+    return comparison, gate
+
+
+def _write(record: dict[str, Any], settings: Settings, state: Any) -> None:
+    """Write the record and report to the report dir or, if that fails, to a fallback folder the summary names."""
+    from pytest_longctx.reporting.writer import fallback_dir, write_reports
+
+    try:
+        state.written += write_reports(record, settings.report_dir)
+        return
+    except Exception as exc:  # whatever went wrong, the record goes somewhere
+        reason = f"{type(exc).__name__}: {exc}"
+    try:
+        target = fallback_dir(settings.cache_dir)
+        record["report_fallback"] = {"report_dir": str(settings.report_dir), "reason": reason}
+        state.written += write_reports(record, target)
+        state.notes.append(f"could not write reports to {settings.report_dir} ({reason}); "
+                           f"wrote them to {target} instead")
+    except Exception as exc:  # nothing left to try but saying so
+        state.notes.append(f"could not write reports to {settings.report_dir} ({reason}) "
+                           f"nor to a fallback folder ({type(exc).__name__}: {exc})")
+
+
+def _rescue(session: pytest.Session, exc: Exception) -> None:
+    """A bug while finishing: keep the trials in a fallback record, say where, exit 3 (internal error)."""
+    state = session.config.stash[RUN_KEY]
+    settings = session.config.stash[SETTINGS_KEY]
+    reason = f"{type(exc).__name__}: {exc}"
+    record = {"schema": SCHEMA, "version": SCHEMA_VERSION, "settings": settings.to_json(), "cells": [],
+              "trials": state.aggregator.trials, "finish_error": reason}
+    try:
+        from pytest_longctx.reporting.writer import fallback_dir, write_record
+
+        target = fallback_dir(settings.cache_dir)
+        state.notes.append(f"internal error while finishing the run ({reason}); trials saved to "
+                           f"{write_record(record, target)}")
+    except Exception as again:  # nothing left to try but saying so
+        state.notes.append(f"internal error while finishing the run ({reason}); trials not saved: {again}")
+    if session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.INTERNAL_ERROR
