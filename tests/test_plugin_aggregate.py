@@ -109,7 +109,8 @@ def test_usage_totals() -> None:
     for record in _records():
         agg.add(record)
     assert agg.usage() == {"trials": 17, "calls": 15, "cache_hits": 0, "input_tokens": 1500, "output_tokens": 75,
-                           "paid_input_tokens": 0, "paid_output_tokens": 0}
+                           "paid_input_tokens": 0, "paid_output_tokens": 0, "cache_creation_input_tokens": 0,
+                           "cache_read_input_tokens": 0, "billed_input_tokens": 0}
 
 
 def test_records_of_and_add_report() -> None:

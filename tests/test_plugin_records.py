@@ -100,7 +100,9 @@ def test_record_schema_and_history_from_runs(longctx_runner: Any) -> None:
                                "input_tokens": sum(t["input_tokens"] for t in record["trials"]),
                                "output_tokens": sum(t["output_tokens"] for t in record["trials"]),
                                "paid_input_tokens": sum(t["input_tokens"] for t in record["trials"]),
-                               "paid_output_tokens": sum(t["output_tokens"] for t in record["trials"])}
+                               "paid_output_tokens": sum(t["output_tokens"] for t in record["trials"]),
+                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                               "billed_input_tokens": sum(t["input_tokens"] for t in record["trials"])}
 
     second = longctx_runner.run("--longctx-samples", "2", "--longctx-seed", "11", report_dir="reports")
     archived = json.loads((first.report_dir / "history" / "0001.json").read_text(encoding="utf-8"))

@@ -109,7 +109,8 @@ def test_record_and_to_record_are_plain() -> None:
     assert loads(dumps(record)) == record
     assert set(record) == {"nodeid", "experiment", "params", "sample", "seed", "outcome", "item", "expected", "answer",
                            "raw", "reason", "error", "calls", "cache_hits", "input_tokens", "output_tokens",
-                           "paid_input_tokens", "paid_output_tokens", "latency_s", "detail"}
+                           "paid_input_tokens", "paid_output_tokens", "cache_creation_input_tokens",
+                           "cache_read_input_tokens", "latency_s", "detail"}
 
 
 def test_ask_records_usage_and_raw_output() -> None:

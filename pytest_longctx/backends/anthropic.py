@@ -34,14 +34,21 @@ def missing_key_message() -> str:
             "(or use --longctx-model local/smollm2-135m, which needs none)")
 
 
-def build_params(model: str, request: Request, *, temperature: bool = True) -> dict[str, Any]:
+def build_params(model: str, request: Request, *, temperature: bool = True, cache: bool = True) -> dict[str, Any]:
     """The SDK keyword arguments for ``request`` (pure: tested without network).
+
+    A request that marks a shared prefix (``Request.cache_prefix``) sends its first user turn as two text
+    blocks, the first ending in a prompt-cache breakpoint (``cache=False``: one string, as without a mark).
 
     The SDK (>= 1.0) no longer takes ``temperature``; the API still accepts it for models that
     support sampling parameters, so it travels in ``extra_body``. Models released after
     claude-opus-4.6 reject it; the backend then drops it (``temperature=False``).
     """
     messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in request.messages]
+    split = request.split_prefix() if cache else None
+    if split is not None:  # the same text in two blocks; the breakpoint ends the prefix sibling requests share
+        messages[0]["content"] = [{"type": "text", "text": split[0], "cache_control": {"type": "ephemeral"}},
+                                  {"type": "text", "text": split[1]}]
     if request.prefill:
         messages.append({"role": "assistant", "content": request.prefill})
     params: dict[str, Any] = {"model": model, "max_tokens": request.max_tokens, "messages": messages}
@@ -52,6 +59,18 @@ def build_params(model: str, request: Request, *, temperature: bool = True) -> d
     if request.stop:
         params["stop_sequences"] = list(request.stop)
     return params
+
+
+def completion_of(message: Any, latency_s: float = 0.0) -> Completion:
+    """A Message's answer and usage. ``input_tokens`` counts every input token the model read: the API's
+    ``input_tokens`` (after the last cache breakpoint) plus the prompt-cache writes and reads it reports."""
+    usage = message.usage
+    written = int(getattr(usage, "cache_creation_input_tokens", None) or 0)
+    read = int(getattr(usage, "cache_read_input_tokens", None) or 0)
+    text = "".join(getattr(block, "text", "") for block in message.content)
+    return Completion(text=text, input_tokens=int(usage.input_tokens) + written + read,
+                      output_tokens=usage.output_tokens, latency_s=latency_s, stop_reason=message.stop_reason,
+                      cache_creation_input_tokens=written, cache_read_input_tokens=read)
 
 
 def verdict(exc: Exception) -> Verdict:
@@ -145,10 +164,7 @@ class AnthropicBackend:
             return await self._send(request)
 
         message = await self.retrier.run(attempt, verdict)
-        text = "".join(getattr(block, "text", "") for block in message.content)
-        return Completion(text=text, input_tokens=message.usage.input_tokens,
-                          output_tokens=message.usage.output_tokens, latency_s=time.perf_counter() - start,
-                          stop_reason=message.stop_reason)
+        return completion_of(message, latency_s=time.perf_counter() - start)
 
     async def _send(self, request: Request) -> Any:
         params = build_params(self.model, request, temperature=self.sends_temperature)
@@ -210,7 +226,7 @@ class ExactCounter:
 
     def count_request(self, request: Request) -> int:
         """Exactly what the API will bill as input for ``request`` (messages, prefill and system)."""
-        params = build_params(self.model, request, temperature=False)
+        params = build_params(self.model, request, temperature=False, cache=False)
         return self._counted({k: params[k] for k in ("messages", "system") if k in params})
 
 

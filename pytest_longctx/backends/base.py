@@ -38,6 +38,10 @@ class Request:
     template: str = ""
     #: Options scored by likelihood instead of generation (local models only), e.g. "ABCD".
     choices: tuple[str, ...] = ()
+    #: Characters at the start of the first user turn that sibling requests share (0: none). Anthropic prompt
+    #: caching marks their end with a cache breakpoint; the text the model reads is the same either way, so it
+    #: is not part of the cache key (:func:`request_key`).
+    cache_prefix: int = 0
 
     @staticmethod
     def user(text: str, **kwargs: Any) -> Request:
@@ -55,6 +59,7 @@ class Request:
             "prefill": self.prefill,
             "template": self.template,
             "choices": list(self.choices),
+            **({"cache_prefix": self.cache_prefix} if self.cache_prefix else {}),
         }
 
     @staticmethod
@@ -68,15 +73,33 @@ class Request:
             prefill=obj.get("prefill"),
             template=obj.get("template", ""),
             choices=tuple(obj.get("choices", ())),
+            cache_prefix=int(obj.get("cache_prefix", 0)),
         )
 
     def prompt_chars(self) -> int:
         return sum(len(m.content) for m in self.messages) + len(self.system or "")
 
+    def split_prefix(self) -> tuple[str, str] | None:
+        """The first user turn as (shared prefix, rest) when ``cache_prefix`` marks one, else None."""
+        if not self.cache_prefix or not self.messages or self.messages[0].role != "user":
+            return None
+        text = self.messages[0].content
+        if not 0 < self.cache_prefix < len(text):
+            return None
+        return text[: self.cache_prefix], text[self.cache_prefix:]
+
+
+def shared_prefix_end(text: str, shared: str) -> int:
+    """``cache_prefix`` for a prompt whose shared part ends with ``shared`` (its first occurrence; 0: absent)."""
+    at = text.find(shared) if shared else -1
+    return at + len(shared) if at >= 0 else 0
+
 
 def request_key(provider: str, model: str, request: Request) -> str:
     """sha256 of the canonical JSON of provider, model and the full request. Never a secret."""
-    payload = {"v": CACHE_KEY_VERSION, "provider": provider, "model": model, "request": request.to_json()}
+    body = request.to_json()
+    body.pop("cache_prefix", None)  # where a cache breakpoint goes changes the bill, not the answer
+    payload = {"v": CACHE_KEY_VERSION, "provider": provider, "model": model, "request": body}
     canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
@@ -93,9 +116,12 @@ class Completion:
     stop_reason: str | None = None
     #: For ``Request.choices``: log-probability of each choice (local models).
     choice_logprobs: dict[str, float] = field(default_factory=dict)
+    #: Of ``input_tokens`` (every input token the model read): written to / read from the provider's prompt cache.
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "text": self.text,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -103,6 +129,10 @@ class Completion:
             "stop_reason": self.stop_reason,
             "choice_logprobs": dict(self.choice_logprobs),
         }
+        if self.cache_creation_input_tokens or self.cache_read_input_tokens:
+            out["cache_creation_input_tokens"] = self.cache_creation_input_tokens
+            out["cache_read_input_tokens"] = self.cache_read_input_tokens
+        return out
 
     @staticmethod
     def from_json(obj: dict[str, Any], *, cache_hit: bool = False) -> Completion:
@@ -114,7 +144,18 @@ class Completion:
             cache_hit=cache_hit,
             stop_reason=obj.get("stop_reason"),
             choice_logprobs={str(k): float(v) for k, v in obj.get("choice_logprobs", {}).items()},
+            cache_creation_input_tokens=int(obj.get("cache_creation_input_tokens", 0)),
+            cache_read_input_tokens=int(obj.get("cache_read_input_tokens", 0)),
         )
+
+
+@dataclass(frozen=True)
+class Oracle:
+    """What a scripted model (a provider that answers ``in_process``, e.g. ``fake/*``) may answer: the ideal
+    output and wrong alternatives. Passed beside a request, never part of it or of its cache key."""
+
+    answer: str
+    wrong: tuple[str, ...] = ()
 
 
 @runtime_checkable

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import time
 import warnings
@@ -14,6 +15,7 @@ import pytest
 
 from pytest_longctx.backends.base import Backend, Completion, Request, request_key
 from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.backends.prompt_cache import prefix_group
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.errors import NotCachedError
 
@@ -59,6 +61,9 @@ class ModelClient:
     waiter: Waiter | None = None
     #: Created by the controller when the run stops (``stopping.request_stop``): no request is sent after it.
     stop_file: Path | None = None
+    #: --longctx-prompt-cache resolved: False drops every request's shared-prefix mark (``Request.cache_prefix``)
+    #: before it is planned or sent, so nothing carries a cache breakpoint (the cache key is the same either way).
+    prompt_cache: bool = False
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
     _put_failed: bool = field(default=False, repr=False)
 
@@ -71,6 +76,8 @@ class ModelClient:
 
     async def complete(self, request: Request, oracle: Oracle | None = None) -> Completion:
         """Answer from the cache when possible, else call the backend (errors are never cached)."""
+        if request.cache_prefix and not self.prompt_cache:
+            request = dataclasses.replace(request, cache_prefix=0)
         key = self.key(request)
         if not self.plan and self.waiter is not None and self.waiter.expects(key):
             return await self.waiter.wait(key)  # sent up front by the controller in this run
@@ -116,11 +123,16 @@ class ModelClient:
     def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
         exact = getattr(self.backend, "count_request", None)
         tokens = exact(request) if exact is not None else None
-        if tokens is None:  # an estimate: the prompt's text under the backend's counter
-            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
-            tokens = self.backend.count_tokens(text)
+        split = request.split_prefix()
+        prefix_tokens = self.backend.count_tokens(split[0]) if split is not None else 0
+        if tokens is None:  # an estimate: the prompt's text under the backend's counter (the prefix counted once)
+            rest = split[1] + "".join(m.content for m in request.messages[1:]) if split is not None else (
+                "".join(m.content for m in request.messages))
+            tokens = prefix_tokens + self.backend.count_tokens((request.system or "") + rest + (request.prefill or ""))
         entry = {"key": key, "model": self.spec, "template": request.template, "cached": cached,
                  "input_tokens": tokens, "max_tokens": request.max_tokens, "tokenizer": self.backend.tokenizer}
+        if split is not None:  # for the plan's prompt-cache estimate: which cache entry, and how long its prefix is
+            entry.update(prefix=prefix_group(request.to_json()), prefix_tokens=prefix_tokens)
         if self.plan_out is not None and not cached:
             append_line(self.plan_out, json.dumps({**entry, "request": request.to_json()}, ensure_ascii=False))
         return entry

@@ -5,26 +5,44 @@ from __future__ import annotations
 from typing import Any
 
 from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.backends.prompt_cache import billed_input, min_cacheable_tokens
 from pytest_longctx.session.options import Settings
 
 
 def summarize_plan(entries: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
-    """Requests, input tokens and estimated cost per model; cached requests cost nothing."""
+    """Requests, input tokens and estimated cost per model; cached requests cost nothing.
+
+    With prompt caching (requests that mark a shared prefix), the first uncached request of each prefix writes
+    it (1.25x), the others read it (0.1x); a prefix under the model's minimum is plain input. ``input_tokens``
+    stays the uncached figure; ``billed_input_tokens`` is what the estimate charges, in plain-input tokens.
+    """
     by_model: dict[str, dict[str, Any]] = {}
+    seen: set[tuple[str, str]] = set()
     for e in entries:
         m = by_model.setdefault(e["model"], {"requests": 0, "cached": 0, "input_tokens": 0, "max_output_tokens": 0,
-                                             "tokenizers": set()})
+                                             "tokenizers": set(), "cache_write_tokens": 0, "cache_read_tokens": 0,
+                                             "prefix_groups": 0})
         m["cached" if e["cached"] else "requests"] += 1
         if not e["cached"]:
             m["input_tokens"] += int(e["input_tokens"])
             m["max_output_tokens"] += int(e["max_tokens"])
+            prefix, tokens = e.get("prefix"), int(e.get("prefix_tokens") or 0)
+            if prefix and tokens >= min_cacheable_tokens(e["model"]):
+                first = (e["model"], prefix) not in seen
+                seen.add((e["model"], prefix))
+                m["prefix_groups"] += first
+                m["cache_write_tokens" if first else "cache_read_tokens"] += tokens
         m["tokenizers"].add(e["tokenizer"])
     out = {}
     for model, m in sorted(by_model.items()):
         profile = parse_model_spec(model).profile
-        cost_in = m["input_tokens"] / 1e6 * profile.input_price
+        plain = m["input_tokens"] - m["cache_write_tokens"] - m["cache_read_tokens"]
+        billed = billed_input(plain, m["cache_write_tokens"], m["cache_read_tokens"])
+        cost_in = billed / 1e6 * profile.input_price
         cost_out = m["max_output_tokens"] / 1e6 * profile.output_price
-        out[model] = {**m, "tokenizers": sorted(m["tokenizers"]), "est_input_cost_usd": round(cost_in, 4),
+        out[model] = {**m, "tokenizers": sorted(m["tokenizers"]), "billed_input_tokens": round(billed),
+                      "est_uncached_input_cost_usd": round(m["input_tokens"] / 1e6 * profile.input_price, 4),
+                      "est_input_cost_usd": round(cost_in, 4),
                       "est_max_cost_usd": round(cost_in + cost_out, 4),
                       "est_batch_cost_usd": round((cost_in + cost_out) / 2, 4)}
     return {"models": out, "trials": len(entries),
@@ -38,5 +56,11 @@ def format_plan(plan: dict[str, Any]) -> list[str]:
                      f"{m['input_tokens']:,} input tokens ({', '.join(m['tokenizers'])}), "
                      f"<= {m['max_output_tokens']:,} output tokens; est. cost ${m['est_input_cost_usd']:.2f} input, "
                      f"<= ${m['est_max_cost_usd']:.2f} total (${m['est_batch_cost_usd']:.2f} with batches)")
+        if m.get("prefix_groups"):
+            lines.append(f"{model}: prompt cache: {m['prefix_groups']:,} shared prefixes written "
+                         f"({m['cache_write_tokens']:,} tokens at 1.25x), {m['cache_read_tokens']:,} tokens read at "
+                         f"0.1x; billed input {m['billed_input_tokens']:,} of {m['input_tokens']:,} uncached "
+                         f"({m['billed_input_tokens'] / max(1, m['input_tokens']):.3f}; uncached input "
+                         f"${m['est_uncached_input_cost_usd']:.2f})")
     lines.append(plan["note"])
     return lines

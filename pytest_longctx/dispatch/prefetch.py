@@ -23,6 +23,7 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import RunStopped
+from pytest_longctx.dispatch.lanes import LaneQueue
 from pytest_longctx.errors import BackendError, FatalBackendError
 from pytest_longctx.session.plan_child import read_plan
 from pytest_longctx.util.fsutil import atomic_write_text
@@ -192,7 +193,7 @@ class Dispatcher:
             except RuntimeError:  # the loop already closed: the thread is finishing by itself
                 pass
 
-    async def _feed(self, queue: asyncio.Queue[dict[str, Any] | None]) -> None:
+    async def _feed(self, queue: LaneQueue) -> None:
         """Tail the plan file while the child writes it; queue each new uncached key once, in plan order."""
         seen: set[str] = set()
         offset, partial = 0, b""
@@ -214,12 +215,11 @@ class Dispatcher:
                     seen.add(entry["key"])
                     with self.progress.lock:
                         self.progress.total += 1
-                    queue.put_nowait(entry)
+                    queue.offer(entry)
             if ended or self._abandoned or self.cancelled is not None:
                 break
             await asyncio.sleep(0.02)
-        for _ in range(self.concurrency):
-            queue.put_nowait(None)
+        queue.end_of_input()
 
     async def _one(self, entry: dict[str, Any]) -> None:
         key = entry["key"]
@@ -261,16 +261,18 @@ class Dispatcher:
             self.progress.output_tokens += completion.output_tokens
 
     async def _run(self, entries: list[dict[str, Any]] | None) -> None:
-        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        queue = LaneQueue(self.concurrency)  # plan order, a prompt-cache prefix warmed before its siblings go out
         if entries is not None:
             for entry in entries:
-                queue.put_nowait(entry)
-            for _ in range(self.concurrency):
-                queue.put_nowait(None)
+                queue.offer(entry)
+            queue.end_of_input()
 
-        async def lane() -> None:  # ``concurrency`` lanes take the entries in plan order, one at a time
+        async def lane() -> None:  # ``concurrency`` lanes take the entries one at a time
             while (entry := await queue.get()) is not None:
-                await self._one(entry)
+                try:
+                    await self._one(entry)
+                finally:
+                    queue.done(entry)
 
         with self._lock:
             self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()

@@ -63,6 +63,17 @@ def _fact(label: str, value: Any, cls: str = "") -> str:
     return f'<div class="{cls}"><dt>{esc(label)}</dt><dd>{value}</dd></div>'
 
 
+def _billed(usage: Mapping[str, Any]) -> str:
+    """Input of the requests sent, as billed (prompt-cache writes 1.25x, reads 0.1x) vs uncached."""
+    uncached = int(usage.get("paid_input_tokens", 0))
+    billed = int(usage.get("billed_input_tokens", uncached))
+    written, read = int(usage.get("cache_creation_input_tokens", 0)), int(usage.get("cache_read_input_tokens", 0))
+    if not written and not read:
+        return f"{billed:,} <span class=muted>(no prompt caching)</span>"
+    return (f"{billed:,} of {uncached:,} uncached ({billed / max(1, uncached):.3f}) <span class=muted>(prompt cache: "
+            f"{written:,} written, {read:,} read)</span>")
+
+
 def _pooled(cells: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     return sum(int(c.get("correct", 0)) for c in cells), sum(int(c.get("n", 0)) for c in cells)
 
@@ -92,6 +103,7 @@ def header(record: Mapping[str, Any]) -> str:
         _fact("model calls", f"{esc(usage.get('calls', 0))} <span class=muted>({esc(usage.get('cache_hits', 0))} "
               "cache hits)</span>"),
         _fact("tokens in / out", f"{int(usage.get('input_tokens', 0)):,} / {int(usage.get('output_tokens', 0)):,}"),
+        _fact("billed input", _billed(usage)),
         _fact("judge", esc(s.get("judge") or "–")),
         _fact("pytest-longctx / pytest / python",
               f"{esc(s.get('plugin_version'))} / {esc(s.get('pytest_version'))} / {esc(s.get('python'))}"),

@@ -58,6 +58,11 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     tr.write_line(f"usage: {usage['trials']} trials, {sent}, {usage['cache_hits']} answered "
                   f"from cache, {usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
                   + (f", ~${spend:,.2f} at list prices" if spend else ""))
+    from pytest_longctx.reporting.progress import prompt_cache_text
+
+    cached = prompt_cache_text(usage)
+    if cached:
+        tr.write_line(f"usage: {cached}")
     gate = record["gate"]
     if gate["status"] != "none":
         counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v) or "no cell checked"

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from pytest_longctx.backends.prompt_cache import billed_input
 from pytest_longctx.results.stats import wilson
 
 #: Name of the user property that carries a trial record on a test report.
@@ -75,15 +76,24 @@ class Aggregator:
         return out
 
     def usage(self) -> dict[str, Any]:
+        """Totals over the trials. ``paid_*``: of requests sent in this run (not response-cache hits); of
+        ``paid_input_tokens``, ``cache_*_input_tokens`` were prompt-cache writes / reads, and
+        ``billed_input_tokens`` is what they cost in plain-input tokens (writes 1.25x, reads 0.1x)."""
         trials = self._trials.values()
+        written = sum(int(r.get("cache_creation_input_tokens", 0)) for r in trials)
+        read = sum(int(r.get("cache_read_input_tokens", 0)) for r in trials)
+        paid_input = sum(int(r.get("paid_input_tokens", 0)) for r in trials)
         return {
             "trials": len(self._trials),
             "calls": sum(int(r.get("calls", 0)) for r in trials),
             "cache_hits": sum(int(r.get("cache_hits", 0)) for r in trials),
             "input_tokens": sum(int(r.get("input_tokens", 0)) for r in trials),
             "output_tokens": sum(int(r.get("output_tokens", 0)) for r in trials),
-            "paid_input_tokens": sum(int(r.get("paid_input_tokens", 0)) for r in trials),
+            "paid_input_tokens": paid_input,
             "paid_output_tokens": sum(int(r.get("paid_output_tokens", 0)) for r in trials),
+            "cache_creation_input_tokens": written,
+            "cache_read_input_tokens": read,
+            "billed_input_tokens": round(billed_input(paid_input - written - read, written, read)),
         }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 from .faults import FAULT_ENDPOINTS, FAULT_KINDS, GENERATION_ENDPOINTS, STICKY_MODES, FaultPlan
 from .messages_api import MessagesServer
+from .prompt_cache import LIFETIME_S, PromptCache
 
 
 def _latency(text: str) -> float | tuple[float, float]:
@@ -61,6 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--api-key", default=None, help="expected x-api-key; others get 401 (default: accept any)")
     add("--batch-delay", type=float, default=0.5, help="seconds a batch stays in_progress (default: 0.5)")
     add("--batch-error-rate", type=float, default=0.0, help="fraction of batch requests errored (default: 0)")
+    add("--prompt-cache-lifetime", type=float, default=LIFETIME_S,
+        help=f"seconds a prompt-cache entry lives after its last use (default: {LIFETIME_S:.0f})")
+    add("--prompt-cache-min-tokens", type=int, default=None,
+        help="shortest cacheable prefix in tokens (default: the model's, e.g. 1024 for Sonnet, 2048 for Haiku 3)")
     return parser
 
 
@@ -88,6 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             batch_delay=args.batch_delay,
             batch_error_rate=args.batch_error_rate,
             seed=args.seed,
+            prompt_cache=PromptCache(args.prompt_cache_lifetime, args.prompt_cache_min_tokens),
         )
     except (ValueError, OSError) as exc:
         parser.error(str(exc))

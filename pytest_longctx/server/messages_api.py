@@ -33,6 +33,7 @@ from . import dialects
 from .batches import BatchStore
 from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
 from .handler import Handler, HTTPServer
+from .prompt_cache import PromptCache
 from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens, resolve_responder
 from .stats import ServerStats
 from .wire import RateLimits, RateWindow, build_message, route, sse_events, validate_request
@@ -62,6 +63,8 @@ class MessagesServer:
         models: When given, any other model gets 404 ``not_found_error``.
         rate_limits: Limits reported in the ``anthropic-ratelimit-*`` headers.
         record_requests: Keep the request bodies in :attr:`stats` (turn off for huge runs).
+        prompt_cache: The prompt cache that bills ``cache_control`` prefixes (default: the API's 5-minute
+            lifetime and per-model minimums); reachable as :attr:`prompt_cache`.
     """
 
     def __init__(
@@ -80,6 +83,7 @@ class MessagesServer:
         models: Sequence[str] | None = None,
         rate_limits: RateLimits | None = None,
         record_requests: bool = True,
+        prompt_cache: PromptCache | None = None,
     ) -> None:
         low, high = latency if isinstance(latency, tuple) else (latency, latency)
         if not 0 <= low <= high:
@@ -91,6 +95,7 @@ class MessagesServer:
         self.token_counter = token_counter
         self.models = tuple(models) if models is not None else None
         self.record_requests = record_requests
+        self.prompt_cache = prompt_cache or PromptCache()
         self.batches = BatchStore(processing_delay=batch_delay, error_rate=batch_error_rate, seed=seed)
         self._injector = FaultInjector(faults or FaultPlan())
         self._latency_rng = random.Random(f"{seed}-latency")
@@ -362,6 +367,15 @@ class MessagesServer:
             _log.warning("responder failed", exc_info=True)
             raise APIFailure(500, "api_error", f"responder failed: {exc!r}") from exc
         message = build_message(body, text, counter=self.token_counter, message_id=self._next_id("msg"))
+        cache = self.prompt_cache.account(body, message["usage"]["input_tokens"], self.token_counter)
+        message["usage"].update(input_tokens=cache.input_tokens,
+                                cache_creation_input_tokens=cache.cache_creation_input_tokens,
+                                cache_read_input_tokens=cache.cache_read_input_tokens)
+        with self._lock:
+            self._stats.prompt_cache_writes += bool(cache.cache_creation_input_tokens)
+            self._stats.prompt_cache_reads += bool(cache.cache_read_input_tokens)
+            self._stats.cache_creation_input_tokens += cache.cache_creation_input_tokens
+            self._stats.cache_read_input_tokens += cache.cache_read_input_tokens
         self._rate.record(
             input_tokens=message["usage"]["input_tokens"], output_tokens=message["usage"]["output_tokens"]
         )

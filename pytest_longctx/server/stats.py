@@ -26,9 +26,15 @@ class ServerStats:
     max_in_flight: int = 0
     #: Arrival times (``time.time()``) of the counted API requests, in order: what started after a given moment.
     arrivals: list[float] = field(default_factory=list)
-    #: Tokens billed on successful ``/v1/messages`` answers.
+    #: Tokens billed on successful ``/v1/messages`` answers (``input_tokens`` as the API reports it: after the
+    #: prompt-cache breakpoint).
     input_tokens: int = 0
     output_tokens: int = 0
+    #: Prompt cache: answers that wrote / read a cached prefix, and the tokens written / read.
+    prompt_cache_writes: int = 0
+    prompt_cache_reads: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
 
     def to_json(self, *, requests: bool = True) -> dict[str, Any]:
         """Plain JSON (``requests=False`` leaves the request bodies out)."""

@@ -113,7 +113,7 @@ def sse_events(message: Mapping[str, Any]) -> bytes:
         "content": [],
         "stop_reason": None,
         "stop_sequence": None,
-        "usage": {"input_tokens": message["usage"]["input_tokens"], "output_tokens": 0},
+        "usage": {**message["usage"], "output_tokens": 0},
     }
     events: list[dict[str, Any]] = [
         {"type": "message_start", "message": start},

@@ -41,7 +41,8 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
         waiter = Waiter(Path(shared.prefetch_dir), cache)
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
                        plan_out=s.plan_out, waiter=waiter,
-                       stop_file=Path(shared.stop_file) if shared.stop_file else None)
+                       stop_file=Path(shared.stop_file) if shared.stop_file else None,
+                       prompt_cache=s.prompt_cache and spec == s.model)
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

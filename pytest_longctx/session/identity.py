@@ -72,5 +72,6 @@ def error_record(nodeid: str, identity: dict[str, Any], error: str, *, fatal: bo
         "outcome": "error", "item": None, "expected": None, "answer": None, "raw": "", "reason": None,
         "error": error.split("\n")[0][:1000], "fatal": fatal,
         "calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0, "paid_input_tokens": 0,
-        "paid_output_tokens": 0, "latency_s": 0.0, "detail": {},
+        "paid_output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "latency_s": 0.0,
+        "detail": {},
     }

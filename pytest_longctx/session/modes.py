@@ -11,6 +11,7 @@ import datetime as dt
 import os
 import re
 
+from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.errors import UsageError
 from pytest_longctx.session.options import Settings
 from pytest_longctx.util.fsutil import folder_problem
@@ -43,6 +44,9 @@ def check_settings(s: Settings) -> None:
     if s.cache == "replay" and s.batch:  # (--longctx-prefetch on with replay: options.check_provider_modes)
         raise UsageError("--longctx-batch: cannot be combined with --longctx-cache replay (replay never sends "
                          "or submits a request); drop one of them")
+    if s.prompt_cache_mode == "on" and not caches_prompts(s.model.provider):
+        raise UsageError(f"--longctx-prompt-cache on: only anthropic/* models have prompt caching, not "
+                         f"{s.model.spec}; use auto or off")
     if s.plan_out is not None:
         if not s.plan:
             raise UsageError(f"--longctx-plan-out: {s.plan_out} is only written by a dry run; add --longctx-plan "

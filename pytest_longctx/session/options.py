@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.gating import Threshold, parse_threshold
 
@@ -84,6 +85,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
     OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 (default: the "
               "model profile's sizes, never more than the corpus fills)"),
+    OptionDef("prompt-cache", "auto", "mark the prompt prefix that sibling requests share (e.g. the 8 prompt "
+              "variants of a qa cell) with a prompt-cache breakpoint, so it is billed once at 1.25x and then read at "
+              "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)"),
     OptionDef("lrt-lines", None, "LRT file sizes in lines, comma-separated, e.g. 500,1000,6500 (default: the model "
               "profile's sizes; the source protocol: the source's 500..6500 that fit the window)"),
 )
@@ -126,6 +130,9 @@ class Settings:
     samples_given: bool = False
     #: --longctx-lrt-lines as given (empty: the LRT's defaults for the model and protocol)
     lrt_lines: tuple[int, ...] = ()
+    #: --longctx-prompt-cache as given (on/off/auto) and what it resolved to for the model under test
+    prompt_cache_mode: str = "auto"
+    prompt_cache: bool = False
     rootdir: Path = field(default=Path("."))
 
     def to_json(self) -> dict[str, object]:
@@ -155,6 +162,8 @@ class Settings:
             "context_sizes": list(self.context_sizes),
             "samples_all": self.samples_all,
             "lrt_lines": list(self.lrt_lines),
+            "prompt_cache": self.prompt_cache,
+            "prompt_cache_mode": self.prompt_cache_mode,
         }
 
 
@@ -282,6 +291,9 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
     batch = _bool(by["batch"], raw["batch"])
     exact_tokens = _bool(by["exact-tokens"], raw["exact-tokens"])
+    prompt_cache_mode = str(raw["prompt-cache"]).strip().lower()
+    if prompt_cache_mode not in ("on", "off", "auto"):
+        raise UsageError(f"{by['prompt-cache'].flag}: expected on, off or auto, got {raw['prompt-cache']!r}")
     check_provider_modes(model, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache,
                          scoring=scoring if raw["scoring"] is not None else None)
     if batch and cache == "off":
@@ -319,5 +331,7 @@ def resolve(config: pytest.Config) -> Settings:
         samples_all=samples_all,
         samples_given=raw["samples"] is not None and not samples_all,
         lrt_lines=_int_list(by["lrt-lines"], raw["lrt-lines"], 2),
+        prompt_cache_mode=prompt_cache_mode,
+        prompt_cache=prompt_cache_mode == "on" or (prompt_cache_mode == "auto" and caches_prompts(model.provider)),
         rootdir=rootdir,
     )

@@ -134,6 +134,10 @@ class Trial:
             "output_tokens": sum(c.output_tokens for c in self.completions),
             "paid_input_tokens": sum(c.input_tokens for c in self.completions if not c.cache_hit),
             "paid_output_tokens": sum(c.output_tokens for c in self.completions if not c.cache_hit),
+            # of paid_input_tokens: written to / read from the provider's prompt cache (billed 1.25x / 0.1x)
+            "cache_creation_input_tokens": sum(c.cache_creation_input_tokens for c in self.completions
+                                               if not c.cache_hit),
+            "cache_read_input_tokens": sum(c.cache_read_input_tokens for c in self.completions if not c.cache_hit),
             "latency_s": round(sum(c.latency_s for c in self.completions), 4),
             "detail": self.detail,
         }

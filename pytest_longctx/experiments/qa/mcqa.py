@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_longctx.backends.base import Request
+from pytest_longctx.backends.base import Request, shared_prefix_end
 from pytest_longctx.experiments.qa import templates as T
 from pytest_longctx.experiments.qa.questions import Question
 from pytest_longctx.experiments.qa.scoring import LETTERS
@@ -80,10 +80,12 @@ def build_request(context: str, item: Shuffled, prompt: str, examples: Sequence[
     refs = [T.MCQA.ref, (T.MCQA_SCRATCHPAD_INSTRUCTIONS if scratchpad else T.MCQA_PLAIN_INSTRUCTIONS).ref]
     if examples:
         refs += [T.MCQA_EXAMPLES.ref, T.MCQA_EXAMPLE.ref]
+    # The documents come first and are the same for every prompt variant of a cell: a prompt-cache prefix.
+    shared = shared_prefix_end(text, context)
     if scoring == "logprob" and not scratchpad:
         return Request.user(text, max_tokens=1, template="+".join(refs), prefill="<answer>",
-                            choices=tuple(LETTERS[: len(item.options)]))
-    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs), stop=STOP)
+                            choices=tuple(LETTERS[: len(item.options)]), cache_prefix=shared)
+    return Request.user(text, max_tokens=MAX_TOKENS[prompt], template="+".join(refs), stop=STOP, cache_prefix=shared)
 
 
 def ideal_output(letter: str, prompt: str, evidence: str) -> str:

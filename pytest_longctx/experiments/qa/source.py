@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_longctx.backends.base import Request
+from pytest_longctx.backends.base import Request, shared_prefix_end
 from pytest_longctx.experiments.qa import source_prompts as P
 from pytest_longctx.experiments.qa.collage import Collage, Piece
 from pytest_longctx.experiments.qa.mcqa import Shuffled
@@ -40,13 +40,18 @@ def format_answers(item: Shuffled) -> str:
     return str([f"{LETTERS[i]}. {opt}" for i, opt in enumerate(item.options)])
 
 
-def to_request(prompt: str, template: str) -> Request:
-    """A ``\\n\\nHuman: ...\\n\\nAssistant: ...`` completion prompt as a user turn plus an optional prefill."""
+def to_request(prompt: str, template: str, shared: str = "") -> Request:
+    """A ``\\n\\nHuman: ...\\n\\nAssistant: ...`` completion prompt as a user turn plus an optional prefill.
+
+    ``shared``: the text that ends the prompt's part every variant has in common (its government record), marked
+    as a prompt-cache prefix.
+    """
     if not prompt.startswith(_HUMAN) or _ASSISTANT not in prompt:
         raise ValueError("not a Human:/Assistant: prompt")
     human, _, assistant = prompt[len(_HUMAN):].rpartition(_ASSISTANT)
     prefill = assistant.strip() or None
-    return Request.user(human, max_tokens=MAX_TOKENS, stop=STOP, prefill=prefill, template=template)
+    return Request.user(human, max_tokens=MAX_TOKENS, stop=STOP, prefill=prefill, template=template,
+                        cache_prefix=shared_prefix_end(human, shared))
 
 
 def _example_section(examples: Sequence[Shuffled]) -> str:
@@ -75,7 +80,7 @@ def build_request(context: str, item: Shuffled, prompt: str, examples: str,
     if examples.startswith("context"):
         values["examples_section"] = _example_section(shots)
         refs.append(P.EXAMPLE_BLOCK.ref)
-    return to_request(template.render(**values), "+".join(refs))
+    return to_request(template.render(**values), "+".join(refs), shared=context)
 
 
 def _between(tag: str, text: str) -> list[str]:

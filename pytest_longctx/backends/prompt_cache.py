@@ -1,0 +1,51 @@
+"""Prompt caching: which providers have it, what it costs, and which requests share a cached prefix.
+
+Anthropic's prompt cache (``cache_control: {"type": "ephemeral"}`` on a content block) stores the prompt
+up to that breakpoint for 5 minutes from its last use. Writing it costs 1.25x the input price, reading
+it 0.1x; a prefix shorter than the model's minimum is not cached at all (and billed as plain input).
+Nothing here imports an SDK.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+#: Price of a cache write / read, as a multiple of the model's input price (5-minute cache).
+WRITE_FACTOR = 1.25
+READ_FACTOR = 0.1
+#: How long an entry lives after its last use, in seconds (the API's default ``ttl``).
+LIFETIME_S = 300.0
+#: Providers whose API caches marked prompt prefixes (``--longctx-prompt-cache auto`` turns it on for them).
+PROVIDERS = ("anthropic",)
+#: Shortest cacheable prefix in tokens by model family (Anthropic's documentation; the first match wins).
+_MIN_TOKENS = (("haiku-4", 4096), ("opus-4-5", 4096), ("opus-4-6", 4096), ("opus-4.5", 4096), ("opus-4.6", 4096),
+               ("sonnet-4-6", 2048), ("sonnet-4.6", 2048), ("haiku", 2048))
+DEFAULT_MIN_TOKENS = 1024
+
+
+def caches_prompts(provider: str) -> bool:
+    """True when ``provider``'s API has prompt caching."""
+    return provider in PROVIDERS
+
+
+def min_cacheable_tokens(model: str) -> int:
+    """The shortest prefix ``model`` caches (1024 for Sonnet and Opus 4/4.1, 2048 for Haiku 3.x, ...)."""
+    return next((tokens for family, tokens in _MIN_TOKENS if family in model), DEFAULT_MIN_TOKENS)
+
+
+def prefix_group(request: dict[str, Any]) -> str | None:
+    """Identity of a planned request's cached prefix (its ``Request.to_json()``): requests with the same value read
+    one cache entry. None when the request marks no prefix."""
+    n = int(request.get("cache_prefix") or 0)
+    messages = request.get("messages") or []
+    if n <= 0 or not messages or messages[0].get("role") != "user" or n >= len(messages[0]["content"]):
+        return None
+    text = f"{request.get('system') or ''}\x00{messages[0]['content'][:n]}"
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+
+
+def billed_input(uncached: int, written: int, read: int) -> float:
+    """Input tokens at the plain input price that cost the same: ``uncached`` of them sent in full,
+    ``written`` cache writes and ``read`` cache reads."""
+    return uncached + WRITE_FACTOR * written + READ_FACTOR * read
