@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx import Oracle, Request
+from pytest_longctx import Request
 
 FILLER = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again. "
 pytestmark = pytest.mark.longctx("demo")
@@ -17,7 +17,7 @@ async def test_passkey(longctx, filler_sentences: int) -> None:
     cut = longctx.rng.randrange(filler_sentences + 1)
     text = FILLER * cut + f"The pass key is {key}. Remember it. " + FILLER * (filler_sentences - cut)
     prompt = f"{text}\n\nWhat is the pass key? Answer with the number only."
-    answer = await longctx.ask(Request.user(prompt, max_tokens=16, template="demo-passkey@1"),
-                               oracle=Oracle(str(key), tuple(str(k) for k in keys[1:])))
-    longctx.record(expected=key, answer=answer.strip())
+    longctx.expect(key, wrong=keys[1:])
+    answer = await longctx.ask(Request.user(prompt, max_tokens=16, template="demo-passkey@1"))
+    longctx.record(answer=answer.strip())
     assert str(key) in answer

@@ -1,19 +1,94 @@
-"""pytest-longctx: measure LLM accuracy over long contexts with pytest, and gate upgrades on it."""
+"""pytest-longctx: measure LLM accuracy over long contexts with pytest, and gate upgrades on it.
+
+The public API: everything an experiment (a test file, a ``conftest.py`` or a plugin) needs. Names
+load on first use, so importing the package (as pytest does for the plugin) stays cheap.
+
+* In a test: the ``longctx`` fixture is a :class:`Trial`; ask with a :class:`Request`, declare the
+  expected answer with :meth:`Trial.expect`, record with :meth:`Trial.record`, then ``assert``.
+* In ``pytest_generate_tests`` / fixtures: :func:`settings` (the run's resolved options),
+  :func:`set_cell_samples`, :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
+* In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
+  builders :func:`cell_bars`, :func:`accuracy_lines`.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = [
-    "GATE_ERROR_EXIT_CODE",
-    "GATE_EXIT_CODE",
-    "Oracle",
-    "Request",
-    "Trial",
-    "__version__",
-]
+#: public name -> "module:attribute", imported on first use
+_EXPORTS = {
+    "Request": "pytest_longctx.backends.base:Request",
+    "Message": "pytest_longctx.backends.base:Message",
+    "Completion": "pytest_longctx.backends.base:Completion",
+    "Oracle": "pytest_longctx.backends.base:Oracle",
+    "Trial": "pytest_longctx.session.trial:Trial",
+    "ModelClient": "pytest_longctx.dispatch.client:ModelClient",
+    "Settings": "pytest_longctx.session.options:Settings",
+    "settings": "pytest_longctx.api:settings",
+    "set_cell_samples": "pytest_longctx.api:set_cell_samples",
+    "UsageError": "pytest_longctx.errors:UsageError",
+    "BackendError": "pytest_longctx.errors:BackendError",
+    "CorpusFile": "pytest_longctx.corpus.lookup:CorpusFile",
+    "CorpusNotFound": "pytest_longctx.corpus.lookup:CorpusNotFound",
+    "find_corpus": "pytest_longctx.corpus.lookup:find_corpus",
+    "Template": "pytest_longctx.templates:Template",
+    "Section": "pytest_longctx.reporting.sections:Section",
+    "Figure": "pytest_longctx.reporting.charts:Figure",
+    "cell_bars": "pytest_longctx.reporting.figures:cell_bars",
+    "accuracy_lines": "pytest_longctx.reporting.figures:accuracy_lines",
+    "GATE_EXIT_CODE": "pytest_longctx.results.gating:GATE_EXIT_CODE",
+    "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.gating:GATE_ERROR_EXIT_CODE",
+}
 
-from pytest_longctx.backends.base import Request
-from pytest_longctx.backends.fake import Oracle
-from pytest_longctx.results.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE
-from pytest_longctx.session.trial import Trial
+__all__ = sorted([*_EXPORTS, "__version__"])
+
+
+def __getattr__(name: str) -> Any:
+    ref = _EXPORTS.get(name)
+    if ref is None:
+        raise AttributeError(f"module 'pytest_longctx' has no attribute {name!r}")
+    module, _, attr = ref.partition(":")
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
+
+if TYPE_CHECKING:
+    from pytest_longctx.api import set_cell_samples as set_cell_samples
+    from pytest_longctx.api import settings as settings
+    from pytest_longctx.backends.base import Completion as Completion
+    from pytest_longctx.backends.base import Message as Message
+    from pytest_longctx.backends.base import Request as Request
+    from pytest_longctx.backends.base import Oracle as Oracle
+    from pytest_longctx.corpus.lookup import (
+        CorpusFile as CorpusFile,
+    )
+    from pytest_longctx.corpus.lookup import (
+        CorpusNotFound as CorpusNotFound,
+    )
+    from pytest_longctx.corpus.lookup import (
+        find_corpus as find_corpus,
+    )
+    from pytest_longctx.dispatch.client import ModelClient as ModelClient
+    from pytest_longctx.errors import BackendError as BackendError
+    from pytest_longctx.errors import UsageError as UsageError
+    from pytest_longctx.reporting.charts import Figure as Figure
+    from pytest_longctx.reporting.figures import accuracy_lines as accuracy_lines
+    from pytest_longctx.reporting.figures import cell_bars as cell_bars
+    from pytest_longctx.reporting.sections import Section as Section
+    from pytest_longctx.results.gating import (
+        GATE_ERROR_EXIT_CODE as GATE_ERROR_EXIT_CODE,
+    )
+    from pytest_longctx.results.gating import (
+        GATE_EXIT_CODE as GATE_EXIT_CODE,
+    )
+    from pytest_longctx.session.options import Settings as Settings
+    from pytest_longctx.session.trial import Trial as Trial
+    from pytest_longctx.templates import Template as Template

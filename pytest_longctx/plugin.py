@@ -15,6 +15,13 @@ if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    """The hooks experiments implement (see ``hookspecs.py``)."""
+    from pytest_longctx import hookspecs
+
+    pluginmanager.add_hookspecs(hookspecs)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     from pytest_longctx.session.options import add_options
 
@@ -68,9 +75,8 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings.plan_out is not None:  # this run's planned requests only, not the last run's as well
             settings.plan_out.parent.mkdir(parents=True, exist_ok=True)
             settings.plan_out.write_text("", encoding="utf-8")
-    if (settings.model.provider in ("anthropic", "openai") and not settings.plan and settings.cache != "replay"
-            and _needs_model_process(config)):
-        from pytest_longctx.backends import missing_key_message
+    if not settings.plan and settings.cache != "replay" and _needs_model_process(config):
+        from pytest_longctx.backends import missing_key_message  # None for a provider that needs no key
 
         message = missing_key_message(settings.model.provider)
         if message is not None:
@@ -209,9 +215,16 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo[None]
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
-    report = yield
-    from pytest_longctx.session.outcomes import classify
+    from pytest_longctx.session.outcomes import classify, wrong_answer
 
+    hidden = wrong_answer(item, call)  # a wrong answer is data: its report is built as passed, no traceback
+    if False:
+        call.excinfo = None
+    try:
+        report = yield
+    finally:
+        if hidden is not None:
+            call.excinfo = hidden
     classify(item, call, report)
     return report
 

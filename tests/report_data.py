@@ -200,3 +200,15 @@ def showcase_record(tmp: Path, payload: str | None = None) -> dict[str, Any]:
     baseline = make_record(tmp, model="anthropic/claude-sonnet-4-5", quality=0.03, samples=12, shuffle_penalty=0.3)
     return make_record(tmp, model="anthropic/claude-haiku-4-5", samples=12, baseline=baseline, payload=payload,
                        thresholds=("*:0.5", "experiment=lrt,shuffle=none:0.9", "*:max-drop=0.05/sig"))
+
+
+def builtin_sections(record: dict[str, Any]) -> list[Any]:
+    """The report sections the built-in experiments contribute through their hooks, as a run would."""
+    from pytest_longctx.experiments.docs import plugin as docs
+    from pytest_longctx.experiments.litm import plugin as litm
+    from pytest_longctx.experiments.lrt import plugin as lrt
+    from pytest_longctx.experiments.qa import plugin as qa
+    from pytest_longctx.reporting.sections import arrange
+
+    cells, trials = record.get("cells", []), record.get("trials", [])
+    return arrange([m.pytest_longctx_report_sections(cells, trials) for m in (qa, lrt, docs, litm)], cells)

@@ -79,11 +79,11 @@ def test_rag_context_is_top_k_chunks_of_the_same_documents(docs: DocsExperiment)
     assert detail["retrieval_recall"] in (0, 1)
 
 
-def test_oracle_wrong_answers_are_other_documents_answers(docs: DocsExperiment) -> None:
+def test_fake_wrong_answers_are_other_documents_answers(docs: DocsExperiment) -> None:
     item = docs.items[0]
-    oracle = docs.oracle(item, random.Random(0))
+    wrong = docs.wrong_answers(item, random.Random(0))
     others = {it.answer for it in docs.items if it.doc != item.doc}
-    assert oracle.answer == item.answer and len(oracle.wrong) == 3 and set(oracle.wrong) <= others
+    assert len(wrong) == 3 and set(wrong) <= others
 
 
 class Scripted:
@@ -140,8 +140,8 @@ def test_judge_with_the_models_own_client_keeps_the_answer_as_raw(docs: DocsExpe
     t = trial(client)
     item = docs.items[0]
     rng = random.Random(0)
-    answer = asyncio.run(t.ask(docs.question(item, docs.render(docs.at_depth(item, 50))),
-                               oracle=docs.oracle(item, rng)))
+    t.expect(item.answer, wrong=docs.wrong_answers(item, rng))
+    answer = asyncio.run(t.ask(docs.question(item, docs.render(docs.at_depth(item, 50)))))
     graded = asyncio.run(docs.grade(t, client, item, answer))
     assert graded.correct and t.raw == item.answer and t.detail["judge"] is True and len(t.completions) == 2
 
@@ -172,7 +172,7 @@ def test_sample_i_asks_item_i_in_every_cell_with_the_same_distractors(docs: Docs
     item = small.item_for(0)
     depths = [small.at_depth(item, d) for d in (0, 50, 100)]
     assert len({frozenset(s.docs) for s in depths}) == 1  # only the answer's position changes
-    assert depths[0].answer_index == 0 and depths[-1].answer_index == len(depths[-1].docs) - 1
+    assert depths[0].gold_index == 0 and depths[-1].gold_index == len(depths[-1].docs) - 1
     assert small.of_size(item, 50) == small.of_size(item, 50)  # long-context and rag arms see one stack
     assert set(small.of_size(item, 25).docs) <= set(small.of_size(item, 100).docs)
 

@@ -1,16 +1,13 @@
 """The sources' tables: built by the LRT and docs packages from plain cells and trials, rendered by
-reporting/tables.py (terminal lines, escaped HTML), and a failing builder costs a note, not the run."""
+reporting/tables.py (terminal lines, escaped HTML). A failing builder costs a note: tests/test_hooks.py."""
 
 from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from pytest_longctx.experiments.docs.report import docs_tables, paired_p
 from pytest_longctx.experiments.lrt.report import chance, lrt_tables
-from pytest_longctx.reporting import tables
-from pytest_longctx.reporting.tables import experiment_tables, table_html, table_lines
+from pytest_longctx.reporting.tables import table_html, table_lines
 
 
 def cell(experiment: str, correct: int, n: int, **params: Any) -> dict[str, Any]:
@@ -52,15 +49,10 @@ def test_docs_tables_pair_cells_by_sample() -> None:
     assert paired_p({0: True}, {1: True}) == "–"
 
 
-def test_rendering_and_a_failing_builder(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_rendering_escapes() -> None:
     table = {"experiment": "lrt", "title": "T <b>", "columns": ["lines", "none"],
              "rows": [["500", {"correct": 1, "n": 4}], ["1,000", None]], "note": "n <i>"}
     assert table_lines(table) == ["T <b>", "  lines        none", "  500    0.25 (1/4)", "  1,000           –",
                                   "  n <i>"]
     html = table_html(table)
     assert "T &lt;b&gt;" in html and "<b>" not in html and "0.25 (1/4)" in html
-    monkeypatch.setitem(tables.TABLE_BUILDERS, "lrt", "pytest_longctx.experiments.lrt.report:no_such_builder")
-    notes: list[str] = []
-    out = experiment_tables([cell("lrt", 1, 2, lines=500, shuffle="none")], [], notes)
-    assert out == [] and notes == ["lrt tables could not be built: AttributeError: module "
-                                   "'pytest_longctx.experiments.lrt.report' has no attribute 'no_such_builder'"]

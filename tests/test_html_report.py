@@ -39,6 +39,10 @@ def _load_report_data() -> ModuleType:
 data = _load_report_data()
 
 
+def _html(record: dict) -> str:
+    return render_html(record, data.builtin_sections(record))
+
+
 VOID = {"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr"}
 
 
@@ -129,7 +133,7 @@ def showcase(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def page(showcase: dict[str, Any]) -> Page:
-    return Page(render_html(showcase))
+    return Page(render_html(showcase, data.builtin_sections(showcase)))
 
 
 def test_header_shows_the_run_facts(showcase: dict[str, Any], page: Page) -> None:
@@ -155,9 +159,9 @@ def test_header_shows_the_run_facts(showcase: dict[str, Any], page: Page) -> Non
 
 
 def test_gate_pass_and_none_and_stopped(tmp_path: Path) -> None:
-    passing = Page(render_html(data.make_record(tmp_path, samples=3, thresholds=("*:0.0",))))
+    passing = Page(_html(data.make_record(tmp_path, samples=3, thresholds=("*:0.0",))))
     assert "pass" in passing.by_class("gate")[0]["class"].split() and "PASS" in passing.text
-    none = Page(render_html(data.make_record(tmp_path, samples=3, stopped="FatalBackendError: 401 invalid x-api-key")))
+    none = Page(_html(data.make_record(tmp_path, samples=3, stopped="FatalBackendError: 401 invalid x-api-key")))
     assert "none" in none.by_class("gate")[0]["class"].split() and "no thresholds set" in none.text
     assert "run stopped: FatalBackendError: 401 invalid x-api-key" in none.text
 
@@ -202,7 +206,7 @@ def test_position_chart_with_variants(tmp_path: Path) -> None:
             for s in range(4):
                 agg.add(_trial("qa", {"position": position, "prompt": prompt}, s, s % 2 == 0))
     record = _record_from(agg, tmp_path)
-    rendered = render_html(record)
+    rendered = render_html(record, data.builtin_sections(record))
     page = Page(rendered)
     assert page.svgs == {"exp-qa": 1}
     assert "Accuracy by position, per prompt variant" in page.text
@@ -218,7 +222,7 @@ def test_unknown_experiment_and_odd_params_get_a_bar_chart(tmp_path: Path) -> No
         agg.add(_trial("needle-v2", {"shape": [1, 2], "flag": True}, s, True))
         agg.add(_trial("needle-v2", {"shape": [3], "flag": False}, s, s == 0))
         agg.add(_trial("lrt", {"shuffle": "none"}, s, False))  # no size param: falls back to bars
-    page = Page(render_html(_record_from(agg, tmp_path)))
+    page = Page(_html(_record_from(agg, tmp_path)))
     assert page.svgs == {"exp-lrt": 1, "exp-needle-v2": 1}
     assert "Accuracy per condition" in page.text
 
@@ -239,7 +243,7 @@ def test_comparison_section_lists_regressions(showcase: dict[str, Any], page: Pa
 
 
 def test_no_comparison_section_without_baseline(tmp_path: Path) -> None:
-    page = Page(render_html(data.make_record(tmp_path, samples=3)))
+    page = Page(_html(data.make_record(tmp_path, samples=3)))
     assert "Comparison with the baseline" not in page.text
     assert "p (McNemar)" not in page.text and "sig. drop" not in page.text
 
@@ -268,7 +272,7 @@ def test_script_injection_is_escaped_everywhere(tmp_path: Path) -> None:
     record["trials"][0]["detail"]["position"] = payload
     for cell in record["cells"][:2]:
         cell["params"] = {**cell["params"], "note": payload}  # reaches table cells, legends and SVG <title>s
-    rendered = render_html(record)
+    rendered = render_html(record, data.builtin_sections(record))
     assert payload not in rendered
     assert "<!--" not in rendered and "<img" not in rendered.lower()
     page = Page(rendered)
@@ -294,7 +298,7 @@ def test_large_run_stays_small(tmp_path: Path) -> None:
             trial["raw"] = "x" * 4000
             agg.add(trial)
     record = _record_from(agg, tmp_path)
-    rendered = render_html(record)
+    rendered = render_html(record, data.builtin_sections(record))
     report_size = len(rendered) - len(embed_json(record))
     assert report_size < 1_500_000, report_size
     page = Page(rendered)
@@ -308,7 +312,7 @@ def test_large_run_stays_small(tmp_path: Path) -> None:
 def test_plan_and_empty_records_render(tmp_path: Path) -> None:
     record = _record_from(Aggregator(), tmp_path)
     record["plan"] = {"models": {}, "trials": 0, "note": "nothing"}
-    page = Page(render_html(record))
+    page = Page(render_html(record, data.builtin_sections(record)))
     assert "No trials were recorded in this run." in page.text
     assert "plan mode (dry run)" in page.text
     minimal = Page(render_html({"schema": "pytest-longctx/run", "version": 1, "cells": [], "trials": []}))

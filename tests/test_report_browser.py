@@ -49,6 +49,10 @@ def _load_report_data() -> ModuleType:
 data = _load_report_data()
 
 
+def _html(record: dict) -> str:
+    return render_html(record, data.builtin_sections(record))
+
+
 def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run headless Chromium with a throwaway profile; no network services, nothing fetched."""
     cmd = [str(CHROMIUM), *FLAGS, f"--user-data-dir={tmp / 'chromium-profile'}", *args]
@@ -60,7 +64,7 @@ def chromium(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def write_report(tmp: Path, record: dict[str, Any]) -> Path:
     path = tmp / "reports" / "longctx.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(record), encoding="utf-8")
+    path.write_text(render_html(record, data.builtin_sections(record)), encoding="utf-8")
     return path
 
 

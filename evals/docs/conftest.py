@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx.dispatch.client import ModelClient
-from pytest_longctx.errors import UsageError
+from pytest_longctx import ModelClient, Settings, UsageError, set_cell_samples, settings
 from pytest_longctx.experiments.docs.conditions import docs_plan
 from pytest_longctx.experiments.docs.experiment import DocsExperiment
-from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
-from pytest_longctx.session.options import Settings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not {"depth", "context_fraction"} & set(metafunc.fixturenames):
         return
-    plan = docs_plan(metafunc.config.stash[SETTINGS_KEY])
+    plan = docs_plan(settings(metafunc.config))
     if "depth" in metafunc.fixturenames:
         metafunc.parametrize("depth", plan.depths)
     if "context_fraction" in metafunc.fixturenames:
         metafunc.parametrize("context_fraction", plan.fractions)
         metafunc.parametrize("arm", plan.arms)
     if plan.samples is not None:
-        metafunc.definition.stash[CELL_SAMPLES_KEY] = plan.samples
+        set_cell_samples(metafunc, plan.samples)
 
 
 @pytest.fixture(scope="session")

@@ -31,8 +31,9 @@ async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
     item = docs.item_for(longctx.sample)
     longctx.record(protocol=docs.protocol)  # also on an errored trial
     stack = docs.at_depth(item, depth)
-    answer = await longctx.ask(docs.question(item, docs.render(stack)), oracle=docs.oracle(item, longctx.rng))
-    longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,
+    longctx.expect(item.answer, wrong=docs.wrong_answers(item, longctx.rng))
+    answer = await longctx.ask(docs.question(item, docs.render(stack)))
+    longctx.record(item=item.id, answer=first_line(answer), tokenizer=longctx.tokenizer,
                    **stack.detail())
     graded = await docs.grade(longctx, longctx_judge, item, answer)
     assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"
@@ -43,8 +44,9 @@ async def test_context_size(longctx, longctx_judge, docs, context_fraction: int,
     longctx.record(protocol=docs.protocol)  # also on an errored trial
     stack = docs.of_size(item, context_fraction)
     context, retrieval = docs.retrieve(stack, item) if arm == "rag" else (docs.render(stack), {})
-    answer = await longctx.ask(docs.question(item, context), oracle=docs.oracle(item, longctx.rng))
-    longctx.record(item=item.id, expected=item.answer, answer=first_line(answer), tokenizer=longctx.tokenizer,
+    longctx.expect(item.answer, wrong=docs.wrong_answers(item, longctx.rng))
+    answer = await longctx.ask(docs.question(item, context))
+    longctx.record(item=item.id, answer=first_line(answer), tokenizer=longctx.tokenizer,
                    **stack.detail(), **retrieval)
     graded = await docs.grade(longctx, longctx_judge, item, answer)
     assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx import Oracle, Trial
+from pytest_longctx import Trial
 from pytest_longctx.experiments.litm.contexts import DISTRACTORS_NOTE, Bm25, kv_records, qa_documents
 from pytest_longctx.experiments.litm.data import KvRow, sample_order
 from pytest_longctx.experiments.litm.metric import best_subspan_em, kv_correct
@@ -31,8 +31,9 @@ async def test_litm_qa(longctx: Trial, litm_qa_pool: Bm25, documents: int, gold_
     longctx.record(item=f"nq-open-{question.index}", template=request.template, distractors=DISTRACTORS_NOTE)
     tokens = check_fits(longctx, request, "--longctx-litm-documents")
     wrong = tuple(d.text.split(".")[0] for d in docs if not d.gold)[:3] or ("I don't know.",)
-    answer = await longctx.ask(request, oracle=Oracle(question.answers[0], wrong))
-    longctx.record(expected=list(question.answers), answer=answer.strip(), question=question.question,
+    longctx.expect(list(question.answers), says=question.answers[0], wrong=wrong)
+    answer = await longctx.ask(request)
+    longctx.record(answer=answer.strip(), question=question.question,
                    gold_title=question.title, titles=[d.title for d in docs], context_tokens=tokens)
     assert best_subspan_em(answer, question.answers), f"no gold answer {list(question.answers)} in the answer"
 
@@ -48,6 +49,7 @@ async def test_litm_kv(longctx: Trial, litm_kv_rows: dict[int, list[KvRow]], key
     longctx.record(item=f"kv-{keys}-{row.index}", template=request.template)
     tokens = check_fits(longctx, request, "--longctx-litm-keys")
     neighbours = tuple(v for k, v in records[max(key_position - 1, 0):key_position + 2] if k != row.key)
-    answer = await longctx.ask(request, oracle=Oracle(row.value, neighbours))
-    longctx.record(expected=row.value, answer=answer.strip(), key=row.key, context_tokens=tokens)
+    longctx.expect(row.value, wrong=neighbours)
+    answer = await longctx.ask(request)
+    longctx.record(answer=answer.strip(), key=row.key, context_tokens=tokens)
     assert kv_correct(row.value, answer), f"value {row.value} not in the answer"

@@ -7,8 +7,8 @@ import warnings
 
 import pytest
 
+from pytest_longctx import set_cell_samples, settings
 from pytest_longctx.experiments.lrt.conditions import lrt_plan
-from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
 
 
 class LrtSizeWarning(UserWarning):
@@ -18,11 +18,11 @@ class LrtSizeWarning(UserWarning):
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "lines" not in metafunc.fixturenames:
         return
-    plan = lrt_plan(metafunc.config.stash[SETTINGS_KEY])
+    plan = lrt_plan(settings(metafunc.config))
     if plan.note:
         warnings.warn(LrtSizeWarning(plan.note), stacklevel=1)
     metafunc.parametrize("lines", plan.lines)
     if "shuffle" in metafunc.fixturenames:
         metafunc.parametrize("shuffle", plan.shuffles)
     if plan.samples is not None:
-        metafunc.definition.stash[CELL_SAMPLES_KEY] = plan.samples
+        set_cell_samples(metafunc, plan.samples)

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx import Oracle
 from pytest_longctx.experiments.lrt.conditions import lrt_plan
 from pytest_longctx.experiments.lrt.files import build_file, build_source_file, explain
 from pytest_longctx.experiments.lrt.prompts import check_fits, lrt_request
+from pytest_longctx.experiments.lrt.tokens import prompt_tokens
 
 pytestmark = pytest.mark.longctx("lrt")
 
@@ -27,11 +27,12 @@ async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
     neighbours = tuple(str(file.values[k]) for k in (file.target - 1, file.target + 1) if k in file.values)
     request = lrt_request(file)
     longctx.record(protocol=protocol, template=request.template)  # also on an errored trial
-    tokens = longctx.count_tokens(request.messages[0].content)
+    tokens = prompt_tokens(file, request.messages[0].content, longctx.tokenizer, longctx.count_tokens)
     check_fits(request, tokens, longctx.context_window)
-    answer = await longctx.ask(request, oracle=Oracle(str(file.expected), neighbours or ("0",)))
+    longctx.expect(file.expected, wrong=neighbours or ("0",))
+    answer = await longctx.ask(request)
     scored = explain(file, answer)
-    longctx.record(expected=file.expected, answer=scored["answer_value"], item=f"line-{file.target}",
+    longctx.record(answer=scored["answer_value"], item=f"line-{file.target}",
                    target_line=file.target,
                    instruction_at=file.instruction_at, context_tokens=tokens,
                    tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings).note,

@@ -6,18 +6,16 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx import ModelClient, Settings, set_cell_samples, settings
 from pytest_longctx.experiments.qa.cells import QaPlan, get_plan, load_issues, question_file
 from pytest_longctx.experiments.qa.experiment import QaData
 from pytest_longctx.experiments.qa.questions import load_questions
-from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY
-from pytest_longctx.session.options import Settings
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
 
 def _plan(config: pytest.Config) -> QaPlan:
-    return get_plan(config, config.stash[SETTINGS_KEY], FIXTURES)
+    return get_plan(config, settings(config), FIXTURES)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -38,7 +36,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if plan.blocked and name.startswith("test_qa"):
         n = 1  # one skipped item per cell, whose reason says what to run first
     if n is not None:
-        metafunc.definition.stash[CELL_SAMPLES_KEY] = n
+        set_cell_samples(metafunc, n)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -1,13 +1,14 @@
-"""Which charts an experiment gets, built from its cells (and trials) by the param keys present.
+"""Chart builders experiments use for their report sections, built from cells (and trials) by param keys.
 
-A chart is drawn only when the keys it needs exist, so a new or renamed condition never breaks
-the report: an experiment with nothing recognisable gets a plain accuracy-per-cell bar chart.
+A chart is drawn only when the keys it needs exist (a builder returns None otherwise), so a new or
+renamed condition never breaks the report. Which charts an experiment shows is its own choice, made
+in its ``pytest_longctx_report_sections`` hook; see ``reporting/sections.py``.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_longctx.reporting.charts import (
@@ -27,8 +28,6 @@ from pytest_longctx.results.stats import wilson
 
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]
-CONTROLS = ("qa-baseline", "qa-control")
-CHANCE = 0.25
 MAX_BARS = 40
 
 
@@ -196,47 +195,3 @@ def judge_agreement(trials: Trials, group_key: str, title: str) -> Figure | None
     total = sum(k for k, _ in groups.values()), sum(n for _, n in groups.values())
     return Figure(title, bar_chart(bars, x_label="judge agreement"),
                   note=f"Judge agreed on {total[0]}/{total[1]} trials ({total[0] / total[1]:.0%}).")
-
-
-def qa_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
-    """The qa package's figures, chance marked (imported lazily: it builds on this module)."""
-    from pytest_longctx.experiments.qa.report import qa_figures as build
-
-    return build(cells, trials)
-
-
-def lrt_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
-    """The LRT package's figures (imported lazily: it builds on this module)."""
-    from pytest_longctx.experiments.lrt.report import lrt_figures as build
-
-    return build(cells, trials)
-
-
-def controls_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
-    return [cell_bars(cells, "Controls: with the source (baseline) vs without it (control)", color_key="experiment",
-                      ref=(CHANCE, f"chance {CHANCE}"))]
-
-
-def docs_figures(cells: Cells, trials: Trials) -> list[Figure | None]:
-    """The docs package's figures (imported lazily: it builds on this module)."""
-    from pytest_longctx.experiments.docs.report import docs_figures as build
-
-    return build(cells, trials)
-
-
-FIGURES: dict[str, Callable[[Cells, Trials], list[Figure | None]]] = {
-    "qa": qa_figures,
-    "lrt": lrt_figures,
-    "controls": controls_figures,
-    "docs": docs_figures,
-}
-
-
-def figures_for(kind: str, cells: Cells, trials: Trials) -> list[Figure]:
-    """The charts for one report group; a plain bar chart when no specific chart applies."""
-    builder = FIGURES.get(kind)
-    figures = [f for f in (builder(cells, trials) if builder else []) if f is not None]
-    if not figures:
-        fallback = cell_bars(cells, "Accuracy per condition")
-        figures = [fallback] if fallback else []
-    return figures

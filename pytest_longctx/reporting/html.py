@@ -14,14 +14,9 @@ from importlib import resources
 from typing import Any
 
 from pytest_longctx.reporting.charts import esc, render_figure
-from pytest_longctx.reporting.figures import CONTROLS, figures_for
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
+from pytest_longctx.reporting.sections import Section, arrange
 from pytest_longctx.reporting.tables import table_html
-
-#: Report groups shown first, in this order; other experiments follow alphabetically.
-GROUP_ORDER = ("qa", "controls", "lrt", "docs")
-GROUP_TITLES = {"qa": "QA over long contexts", "controls": "Controls (qa-baseline, qa-control)",
-                "lrt": "Line retrieval (lrt)", "docs": "Your documents (docs)"}
 
 
 def embed_json(record: Mapping[str, Any]) -> str:
@@ -33,21 +28,6 @@ def embed_json(record: Mapping[str, Any]) -> str:
 
 def _asset(name: str) -> str:
     return resources.files("pytest_longctx.reporting").joinpath(name).read_text(encoding="utf-8")
-
-
-def group_of(experiment: str) -> str:
-    return "controls" if experiment in CONTROLS else experiment
-
-
-def groups(cells: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[str]]]:
-    """``[(group, [experiments])]`` in report order."""
-    by_group: dict[str, list[str]] = {}
-    for cell in cells:
-        exps = by_group.setdefault(group_of(str(cell.get("experiment"))), [])
-        if cell.get("experiment") not in exps:
-            exps.append(str(cell.get("experiment")))
-    order = [g for g in GROUP_ORDER if g in by_group] + sorted(g for g in by_group if g not in GROUP_ORDER)
-    return [(g, by_group[g]) for g in order]
 
 
 def anchor(name: str) -> str:
@@ -78,7 +58,7 @@ def _pooled(cells: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
     return sum(int(c.get("correct", 0)) for c in cells), sum(int(c.get("n", 0)) for c in cells)
 
 
-def header(record: Mapping[str, Any]) -> str:
+def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
     """Title, gate verdict and the facts needed to reproduce or judge the run."""
     s = record.get("settings", {})
     usage = record.get("usage", {})
@@ -128,17 +108,18 @@ def header(record: Mapping[str, Any]) -> str:
         banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
     return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
             f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
-            f'<p class="muted">{esc(len(cells))} condition cells over {esc(len(groups(cells)))} experiment groups</p>'
+            f'<p class="muted">{esc(len(cells))} condition cells over {esc(len(sections))} report sections</p>'
             f'</div><div class="gate {esc(status)}"><div class="kicker">gate</div>'
             f'<div class="verdict">{esc(status.upper())}</div><div class="small">{esc(verdict_sub)}</div></div>'
             f'</header>{banners}<dl class="facts">{"".join(facts)}</dl>')
 
 
-def overview(record: Mapping[str, Any], group_list: list[tuple[str, list[str]]]) -> str:
-    """One small card per experiment group: pooled accuracy and failing cells; links to the section."""
+def overview(record: Mapping[str, Any], sections: Sequence[Section]) -> str:
+    """One small card per experiment: pooled accuracy and failing cells; links to its section."""
     cards = []
-    for group, exps in group_list:
-        for exp in exps:
+    for section in sections:
+        group = section.name
+        for exp in section.experiments:
             cells = [c for c in record.get("cells", []) if c.get("experiment") == exp]
             k, n = _pooled(cells)
             fails = sum(1 for c in cells if any(ch.get("verdict") == "fail" for ch in c.get("checks", [])))
@@ -151,12 +132,13 @@ def overview(record: Mapping[str, Any], group_list: list[tuple[str, list[str]]])
     return f'<nav class="overview">{"".join(cards)}</nav>'
 
 
-def group_section(record: Mapping[str, Any], group: str, experiments: list[str]) -> str:
+def group_section(record: Mapping[str, Any], section: Section) -> str:
+    group, experiments = section.name, section.experiments
     cells = [c for c in record.get("cells", []) if c.get("experiment") in experiments]
     trials = [t for t in record.get("trials", []) if t.get("experiment") in experiments]
-    figures = "".join(render_figure(f) for f in figures_for(group, cells, trials))
+    figures = "".join(render_figure(f) for f in section.figures if f is not None)
     tables = "".join(table_html(t) for t in record.get("tables") or [] if t.get("experiment") in experiments)
-    parts = [f'<section id="{anchor(group)}"><h2>{esc(GROUP_TITLES.get(group, group))}</h2>'
+    parts = [f'<section id="{anchor(group)}"><h2>{esc(section.title)}</h2>'
              f'<div class="figures">{figures}</div>' + (f'<div class="source-tables">{tables}</div>' if tables else "")]
     for exp in experiments:
         exp_cells = [c for c in cells if c.get("experiment") == exp]
@@ -177,16 +159,20 @@ def run_details(record: Mapping[str, Any]) -> str:
             'this file as JSON (<code>script#longctx-record</code>).</p></details></section>')
 
 
-def render_html(record: dict[str, Any]) -> str:
-    """Render a run record (schema v1) as one self-contained HTML page."""
+def render_html(record: dict[str, Any], sections: Sequence[Section] | None = None) -> str:
+    """Render a run record (schema v1) as one self-contained HTML page.
+
+    ``sections`` come from the ``pytest_longctx_report_sections`` hook (see :func:`.sections.arrange`);
+    without them every experiment gets a plain section of its own.
+    """
     settings = record.get("settings", {})
     gate = (record.get("gate") or {}).get("status", "none")
-    group_list = groups(record.get("cells", []))
-    body = [header(record), overview(record, group_list)]
+    group_list = list(sections) if sections is not None else arrange([], record.get("cells", []))
+    body = [header(record, group_list), overview(record, group_list)]
     if record.get("comparison"):
         body.append(f'<section id="comparison"><h2>Comparison with the baseline</h2>{comparison_section(record)}'
                     "</section>")
-    body.extend(group_section(record, group, exps) for group, exps in group_list)
+    body.extend(group_section(record, section) for section in group_list)
     if not group_list:
         body.append('<p class="muted">No trials were recorded in this run.</p>')
     body.append(run_details(record))

@@ -1,61 +1,22 @@
 """Experiment tables in their sources' layouts: built by each experiment, rendered here.
 
-The seam is :data:`TABLE_BUILDERS` (experiment name -> ``"module:function"``, imported lazily). A
-builder takes that experiment's cells and trials from the run record (plain dicts) and returns a
-list of tables as plain JSON::
+Experiments build their tables in the ``pytest_longctx_tables`` hook (see ``hookspecs.py``) from the
+run record's cells and trials (plain dicts), as plain JSON::
 
     {"experiment": "lrt", "title": "...", "columns": ["lines", "none", "full"],
      "rows": [["500", {"correct": 42, "n": 50}, {"correct": 17, "n": 50}], ...], "note": "..."}
 
 The first entry of a row is its label; every other entry is a string, ``None`` (no such cell), or
 ``{"correct": k, "n": n}`` (shown as accuracy and k/n). The tables go into the run record under
-``tables`` and are rendered in the terminal summary and the HTML report. Issue #13 turns the
-mapping into a hook.
+``tables`` and are rendered in the terminal summary and the HTML report.
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 from pytest_longctx.reporting.charts import esc
-
-#: experiment -> "module:function" building its source tables from (cells, trials).
-TABLE_BUILDERS: dict[str, str] = {
-    "qa": "pytest_longctx.experiments.qa.report:qa_tables",
-    "lrt": "pytest_longctx.experiments.lrt.report:lrt_tables",
-    "docs": "pytest_longctx.experiments.docs.report:docs_tables",
-}
-
-Builder = Callable[[Sequence[Mapping[str, Any]], Sequence[Mapping[str, Any]]], list[dict[str, Any]]]
-
-
-def _builder(ref: str) -> Builder:
-    module, _, name = ref.partition(":")
-    fn: Builder = getattr(importlib.import_module(module), name)
-    return fn
-
-
-def experiment_tables(cells: Sequence[Mapping[str, Any]], trials: Sequence[Mapping[str, Any]],
-                      notes: list[str] | None = None) -> list[dict[str, Any]]:
-    """Every registered experiment's tables for the experiments present in ``cells``.
-
-    A builder that fails adds a note (when ``notes`` is given) instead of losing the run's reports.
-    """
-    present = {c.get("experiment") for c in cells}
-    out: list[dict[str, Any]] = []
-    for experiment, ref in TABLE_BUILDERS.items():
-        if experiment not in present:
-            continue
-        mine = [c for c in cells if c.get("experiment") == experiment]
-        my_trials = [t for t in trials if t.get("experiment") == experiment]
-        try:
-            out.extend(_builder(ref)(mine, my_trials))
-        except Exception as exc:  # a table must never cost the run its reports
-            if notes is not None:
-                notes.append(f"{experiment} tables could not be built: {type(exc).__name__}: {exc}")
-    return out
 
 
 def cell_text(value: Any) -> str:

@@ -76,9 +76,9 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         c = record["comparison"]
         tr.write_line(f"compared with {c['baseline_model']} ({c['cells_compared']} cells, "
                       f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
-    from pytest_longctx.experiments.docs.summary import docs_summary
+    from pytest_longctx.session.contrib import call_each, flat
 
-    for line in docs_summary(record["trials"]):
+    for line in flat(call_each(tr.config, "pytest_longctx_summary_lines", state.notes, record=record)):
         tr.write_line(f"longctx {line}")
     _footer(tr, state)
 

@@ -7,10 +7,14 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_longctx.util.fsutil import atomic_write_text
+
+if TYPE_CHECKING:
+    from pytest_longctx.reporting.sections import Section
 
 RECORD_NAME = "longctx.json"
 HTML_NAME = "longctx.html"
@@ -40,7 +44,7 @@ def write_record(record: dict[str, Any], report_dir: Path) -> Path:
     return json_path
 
 
-def write_reports(record: dict[str, Any], report_dir: Path) -> list[str]:
+def write_reports(record: dict[str, Any], report_dir: Path, sections: Sequence[Section] | None = None) -> list[str]:
     """Write longctx.json and longctx.html; return the paths written (and a line if the HTML failed).
 
     The record is written first; a bug in HTML rendering costs the HTML report, never the record.
@@ -49,7 +53,7 @@ def write_reports(record: dict[str, Any], report_dir: Path) -> list[str]:
     from pytest_longctx.reporting.html import render_html
 
     try:
-        html = render_html(record)
+        html = render_html(record, sections)
     except Exception as exc:  # the record is already safe; say what is missing
         (report_dir / HTML_NAME).unlink(missing_ok=True)  # an earlier run's HTML must not pass for this run's
         return [*written, f"could not render the HTML report: {type(exc).__name__}: {exc}"]

@@ -89,9 +89,17 @@ def _finish(session: pytest.Session) -> None:
         p = state.dispatcher.progress
         record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
                               "input_tokens": p.input_tokens, "output_tokens": p.output_tokens}
-    from pytest_longctx.reporting.tables import experiment_tables
+        if (rates := p.rates(state.dispatcher.concurrency)) is not None:  # the producer against the lanes' need
+            from pytest_longctx.dispatch.prefetch import rate_note
 
-    record["tables"] = experiment_tables(record["cells"], record["trials"], state.notes)
+            record["prefetch"]["rates"] = rates
+            state.notes.append(rate_note(rates))
+    from pytest_longctx.session.contrib import call_each, flat
+
+    for extra in call_each(session.config, "pytest_longctx_record_settings", state.notes, config=session.config):
+        record["settings"].update(extra)
+    record["tables"] = flat(call_each(session.config, "pytest_longctx_tables", state.notes,
+                                      cells=record["cells"], trials=record["trials"]))
     record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.services_started):
@@ -101,16 +109,10 @@ def _finish(session: pytest.Session) -> None:
     gate = record["gate"]
     if gate["status"] in ("fail", "error") and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = gate["exit_code"]
-    from pytest_longctx.experiments.qa.baseline import update_from_record
-
-    try:
-        stored = update_from_record(record, settings.cache_dir)
-    except Exception as exc:  # a side result; the run record matters more
-        stored = None
-        state.written.append(f"could not store the qa-baseline results: {exc}")
-    if stored is not None:
-        record["settings"]["qa_baseline_file"] = str(stored)
-    _write(record, settings, state)
+    for lines in call_each(session.config, "pytest_longctx_run_finished", state.notes,
+                           config=session.config, record=record):
+        state.written.extend(lines)
+    _write(session.config, record, settings, state)
 
 
 def _guarded(state: Any, what: str, action: Any) -> None:
@@ -148,19 +150,25 @@ def _compare_and_gate(record: dict[str, Any], settings: Settings,
     return comparison, gate
 
 
-def _write(record: dict[str, Any], settings: Settings, state: Any) -> None:
+def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> None:
     """Write the record and report to the report dir or, if that fails, to a fallback folder the summary names."""
+    from pytest_longctx.reporting.sections import arrange
     from pytest_longctx.reporting.writer import fallback_dir, write_reports
+    from pytest_longctx.session.contrib import call_each
+
+    sections = arrange(call_each(config, "pytest_longctx_report_sections", state.notes,
+                                 cells=record["cells"], trials=record["trials"]), record["cells"])
+    record["notes"] = list(state.notes)  # with what the experiments' end-of-run and section hooks noted
 
     try:
-        state.written += write_reports(record, settings.report_dir)
+        state.written += write_reports(record, settings.report_dir, sections)
         return
     except Exception as exc:  # whatever went wrong, the record goes somewhere
         reason = f"{type(exc).__name__}: {exc}"
     try:
         target = fallback_dir(settings.cache_dir)
         record["report_fallback"] = {"report_dir": str(settings.report_dir), "reason": reason}
-        state.written += write_reports(record, target)
+        state.written += write_reports(record, target, sections)
         state.notes.append(f"could not write reports to {settings.report_dir} ({reason}); "
                            f"wrote them to {target} instead")
     except Exception as exc:  # nothing left to try but saying so

@@ -10,11 +10,11 @@ import enum
 import hashlib
 import json
 import random
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.backends.base import Completion, Oracle, Request
 from pytest_longctx.dispatch.client import ModelClient
 
 #: Raw model output kept in a record is cut to this many characters.
@@ -70,6 +70,8 @@ class Trial:
     detail: dict[str, Any] = field(default_factory=dict)
     completions: list[Completion] = field(default_factory=list)
     raw: str = ""
+    #: What the fake models may answer, from :meth:`expect` (real models never see it).
+    oracle: Oracle | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -90,15 +92,28 @@ class Trial:
     def context_window(self) -> int:
         return self.client.backend.context_window
 
+    def expect(self, expected: Any, *, says: str | None = None, wrong: Iterable[Any] = ()) -> None:
+        """Declare the right answer once, before asking: it is recorded as ``expected``.
+
+        The built-in fake models (``fake/perfect``, ``fake/random``, ...) answer from it, so a test
+        needs no test scaffolding in its method: ``says`` is what an ideal reply looks like (default:
+        the expected value as text) and ``wrong`` are plausible wrong replies. Real models never see it.
+        """
+        self.expected = plain(expected)
+        self.oracle = Oracle(says if says is not None else str(expected), tuple(str(w) for w in wrong))
+
     async def ask(self, request: Request | str, *, oracle: Oracle | None = None,
                   client: ModelClient | None = None) -> str:
         """Send one request (a string is a single user turn) and return the answer text.
 
         ``client`` sends it to another model (e.g. a judge); its usage is counted in this trial
-        but its output is not taken as the trial's raw answer.
+        but its output is not taken as the trial's raw answer. ``oracle`` overrides :meth:`expect`
+        for this request (e.g. what a fake judge says).
         """
         if isinstance(request, str):
             request = Request.user(request)
+        if oracle is None and client is None:
+            oracle = self.oracle
         completion = await (client or self.client).complete(request, oracle)
         self.completions.append(completion)
         text = (request.prefill or "") + completion.text

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.base import Request
-from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.context.haystack import Unit
 from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.docs import haystack, source
@@ -124,13 +124,17 @@ class DocsExperiment:
         """A generator that depends on the run seed, the item and ``parts`` only (never on the cell's arm)."""
         return random.Random("|".join(map(str, ("docs", self.seed, item.id, *parts))))
 
-    def _pool(self, item: QAItem, rng: random.Random) -> list[str]:
+    def _pool(self, item: QAItem, rng: random.Random) -> list[Unit]:
         """The other documents, shuffled."""
         pool = sorted(name for name in self.docs if name != item.doc)
         rng.shuffle(pool)
-        return pool
+        return [self.unit(name) for name in pool]
 
-    def at_depth(self, item: QAItem, depth: float) -> haystack.Haystack:
+    def unit(self, name: str) -> Unit:
+        """A document as the haystack builder takes it: its block and the block's token count."""
+        return Unit(name, self.blocks[name], self.counts[name])
+
+    def at_depth(self, item: QAItem, depth: float) -> haystack.Stack:
         """Answer document at ``depth`` % of a context filled to the budget.
 
         The distractors are the same for every depth of an item; the source protocol shuffles their
@@ -138,9 +142,9 @@ class DocsExperiment:
         """
         pool = self._pool(item, self.rng_for(item, "pool"))
         reorder = self.rng_for(item, "depth", depth) if self.protocol == "source" else None
-        return haystack.at_depth(item.doc, pool, self.counts, self.sep_tokens, self.budget, depth, reorder)
+        return haystack.at_depth(self.unit(item.doc), pool, self.sep_tokens, self.budget, depth, reorder)
 
-    def of_size(self, item: QAItem, fraction: float) -> haystack.Haystack:
+    def of_size(self, item: QAItem, fraction: float) -> haystack.Stack:
         """Answer document plus distractors up to ``fraction`` % of the budget; the same stack in both arms.
 
         longctx: one distractor order per item, so a smaller context is part of a larger one; source:
@@ -149,12 +153,12 @@ class DocsExperiment:
         target = round(fraction / 100 * self.budget)
         rng = self.rng_for(item, "size", fraction)
         pool = self._pool(item, rng if self.protocol == "source" else self.rng_for(item, "pool"))
-        return haystack.of_size(item.doc, pool, self.counts, self.sep_tokens, target, rng)
+        return haystack.of_size(self.unit(item.doc), pool, self.sep_tokens, target, rng)
 
-    def render(self, stack: haystack.Haystack) -> str:
-        return haystack.render(stack, self.blocks)
+    def render(self, stack: haystack.Stack) -> str:
+        return haystack.render(stack)
 
-    def retrieve(self, stack: haystack.Haystack, item: QAItem, k: int = TOP_K) -> tuple[str, dict[str, Any]]:
+    def retrieve(self, stack: haystack.Stack, item: QAItem, k: int = TOP_K) -> tuple[str, dict[str, Any]]:
         """The RAG arm: BM25 top-``k`` chunks of the same documents, and its recall detail."""
         found = retrieve([c for name in stack.docs for c in self.chunks[name]], item.question, k)
         context = haystack.SEPARATOR.join(c.text if self.protocol == "source" else
@@ -169,13 +173,13 @@ class DocsExperiment:
         return Request.user(PROMPT.format(context=context, question=item.question), max_tokens=48,
                             template=TEMPLATE)
 
-    def oracle(self, item: QAItem, rng: random.Random) -> Oracle:
-        """For fake models: the gold answer, and other documents' answers as plausible wrong ones."""
+    def wrong_answers(self, item: QAItem, rng: random.Random) -> tuple[str, ...]:
+        """For fake models (``Trial.expect``): other documents' answers as plausible wrong ones."""
         gold = f" {normalize_answer(item.answer)} "
         others = sorted({it.answer for it in self.items
                          if it.doc != item.doc and gold not in f" {normalize_answer(it.answer)} "})
         wrong = rng.sample(others, min(N_WRONG, len(others))) if others else ["I don't know."]
-        return Oracle(answer=item.answer, wrong=tuple(wrong))
+        return tuple(wrong)
 
     async def grade(self, trial: Trial, judge: ModelClient, item: QAItem, answer: str) -> Graded:
         """Score ``answer`` with every scorer, record them all, and return the primary scorer's verdict.

@@ -5,10 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import pytest
-
 from pytest_longctx.experiments.docs.scorers import F1_CORRECT
-from pytest_longctx.session.keys import RUN_KEY
 
 
 def docs_summary(trials: Iterable[Mapping[str, Any]]) -> list[str]:
@@ -35,11 +32,3 @@ def docs_summary(trials: Iterable[Mapping[str, Any]]) -> list[str]:
         cells = "  ".join(f"{k}%: {sum(v) / len(v):.2f} (n={len(v)})" for k, v in sorted(recall.items()))
         lines.append(f"docs rag retrieval recall by context_fraction: {cells}")
     return lines
-
-
-def write_docs_summary(tr: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """Print :func:`docs_summary` on the controller once the run record exists."""
-    state = config.stash.get(RUN_KEY, None)
-    record = getattr(state, "record", None)
-    for line in docs_summary(record["trials"] if record else []):
-        tr.write_line(f"longctx {line}")

@@ -1,10 +1,12 @@
-"""The experiment's pytest plugin (pytest11 entry point ``longctx-litm``): its options and its data fixtures.
+"""The experiment's pytest plugin (pytest11 entry point ``longctx-litm``): options, data fixtures, report parts.
 
+Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
 Imports only pytest and the standard library at module level, like the core plugin.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
     from pytest_longctx.experiments.litm.contexts import Bm25
     from pytest_longctx.experiments.litm.data import KvRow
     from pytest_longctx.experiments.litm.plan import LitmOptions
+    from pytest_longctx.reporting.sections import Section
 
 #: (option noun, help) of the experiment's options; CLI ``--longctx-<noun>``, ini ``longctx_<noun>``.
 OPTIONS = (
@@ -63,10 +66,45 @@ def litm_options(config: pytest.Config) -> LitmOptions:
 
 
 def run_settings(config: pytest.Config) -> Any:
-    """The core's resolved settings (no public accessor yet: see /work/notes/litm-needs.md)."""
-    from pytest_longctx.session.keys import SETTINGS_KEY
+    """The core's resolved settings (data dir, cache dir, context window)."""
+    from pytest_longctx import settings
 
-    return config.stash[SETTINGS_KEY]
+    return settings(config)
+
+
+Rows = Sequence[Mapping[str, Any]]
+EXPERIMENTS = ("litm-qa", "litm-kv")
+
+
+def _mine(rows: Rows) -> list[Mapping[str, Any]]:
+    return [r for r in rows if r.get("experiment") in EXPERIMENTS]
+
+
+def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
+    """The paper's accuracy-by-position tables (QA per number of documents, KV per number of keys)."""
+    if not _mine(cells):
+        return []
+    from pytest_longctx.experiments.litm.report import litm_tables
+
+    return litm_tables(_mine(cells), _mine(trials))
+
+
+def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
+    """One section with the paper's figures: accuracy vs position of the relevant information (the U curve)."""
+    if not _mine(cells):
+        return []
+    from pytest_longctx import Figure, Section
+    from pytest_longctx.experiments.litm.figure import TITLES, u_curve_svg
+
+    figures = [Figure(f"{TITLES[e]}: accuracy vs position of the relevant information", svg,
+                      note="Whiskers: 95% Wilson interval. Dashed: closed-book and oracle baselines.")
+               for e in EXPERIMENTS if (svg := u_curve_svg(_mine(cells), e)) is not None]
+    return [Section("litm", "Lost in the middle (litm-qa, litm-kv)", EXPERIMENTS, list(figures), order=50)]
+
+
+def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
+    """The --longctx-litm-* options as given (None: the default)."""
+    return {"litm_" + noun.removeprefix("litm-").replace("-", "_"): _raw(config, noun) for noun, _ in OPTIONS}
 
 
 def data_path(config: pytest.Config, name: str) -> Path:

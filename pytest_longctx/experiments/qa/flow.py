@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.backends.base import Oracle
 from pytest_longctx.experiments.qa import source
 from pytest_longctx.experiments.qa.mcqa import Shuffled, build_request, ideal_output, shuffle_options
 from pytest_longctx.experiments.qa.questions import Question
@@ -37,7 +37,8 @@ async def ask_mc(trial: Trial, question: Question, context: str, *, prompt: str 
     else:
         oracle = Oracle(ideal_output(item.letter, prompt, question.evidence),
                         tuple(ideal_output(x, prompt, question.evidence) for x in item.wrong_letters()))
-    raw = await trial.ask(request, oracle=oracle)
+    trial.expect(item.letter, says=oracle.answer, wrong=oracle.wrong)
+    raw = await trial.ask(request)
     given = extract_choice(raw, item.options)
     trial.record(item=question.id, expected=item.letter, answer=given, section=question.section_id,
                  kind=question.kind, question=question.question, options=list(item.options),
@@ -52,7 +53,8 @@ async def _ask_source(trial: Trial, question: Question, item: Shuffled, context:
     request = source.build_request(context, item, prompt, variant, examples)
     oracle = Oracle(source.ideal_output(item.letter, prompt, question.evidence),
                     tuple(source.ideal_output(x, prompt, question.evidence) for x in item.wrong_letters()))
-    raw = await trial.ask(request, oracle=oracle)
+    trial.expect(item.letter, says=oracle.answer, wrong=oracle.wrong)
+    raw = await trial.ask(request)
     parsed = source.parse_answer(raw[len(request.prefill or ""):])
     given = parsed if parsed in item.letters() else None
     trial.record(item=question.id, expected=item.letter, answer=given, section=question.section_id,

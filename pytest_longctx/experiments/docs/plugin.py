@@ -1,0 +1,46 @@
+"""The docs experiment's pytest plugin (pytest11 entry point ``longctx-docs``): tables, figures, summary lines.
+
+Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
+Imports only pytest and the standard library at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_longctx.reporting.sections import Section
+
+EXPERIMENT = "docs"
+Rows = Sequence[Mapping[str, Any]]
+
+
+def _mine(rows: Rows) -> list[Mapping[str, Any]]:
+    return [r for r in rows if r.get("experiment") == EXPERIMENT]
+
+
+def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
+    """Accuracy by answer depth and context size, long context vs retrieval, in the write-up's layout."""
+    if not _mine(cells):
+        return []
+    from pytest_longctx.experiments.docs.report import docs_tables
+
+    return docs_tables(_mine(cells), _mine(trials))
+
+
+def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
+    if not _mine(cells):
+        return []
+    from pytest_longctx.experiments.docs.report import docs_figures
+    from pytest_longctx.reporting.sections import Section
+
+    return [Section(EXPERIMENT, "Your documents (docs)", (EXPERIMENT,), docs_figures(_mine(cells), _mine(trials)),
+                    order=40)]
+
+
+def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:
+    """Every scorer's accuracy, the judge's agreement, and RAG recall (docs trials only)."""
+    from pytest_longctx.experiments.docs.summary import docs_summary
+
+    return docs_summary(record.get("trials") or [])

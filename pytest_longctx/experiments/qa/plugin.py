@@ -1,0 +1,67 @@
+"""The qa experiment's pytest plugin (pytest11 entry point ``longctx-qa``): its report parts and its end of run.
+
+Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
+Imports only pytest and the standard library at module level.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_longctx.reporting.sections import Section
+
+EXPERIMENT = "qa"
+CONTROLS = ("qa-baseline", "qa-control")
+Cells = Sequence[Mapping[str, Any]]
+
+
+def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:
+    return [r for r in rows if r.get("experiment") in names]
+
+
+def pytest_longctx_tables(cells: Cells, trials: Cells) -> list[dict[str, Any]]:
+    """The study's accuracy table and the size table (qa cells only)."""
+    mine = _only(cells, (EXPERIMENT,))
+    if not mine:
+        return []
+    from pytest_longctx.experiments.qa.report import qa_tables
+
+    return qa_tables(mine, _only(trials, (EXPERIMENT,)))
+
+
+def pytest_longctx_report_sections(cells: Cells, trials: Cells) -> list[Section]:
+    """"QA over long contexts" first, then the controls (right section vs wrong section), chance marked."""
+    from pytest_longctx.experiments.qa.report import CHANCE_REF, qa_figures
+    from pytest_longctx.reporting.figures import cell_bars
+    from pytest_longctx.reporting.sections import Section
+
+    out = []
+    if _only(cells, (EXPERIMENT,)):
+        out.append(Section(EXPERIMENT, "QA over long contexts", (EXPERIMENT,),
+                           qa_figures(_only(cells, (EXPERIMENT,)), _only(trials, (EXPERIMENT,))), order=10))
+    controls = _only(cells, CONTROLS)
+    if controls:
+        out.append(Section("controls", "Controls (qa-baseline, qa-control)", CONTROLS,
+                           [cell_bars(controls, "Controls: with the source (baseline) vs without it (control)",
+                                      color_key="experiment", ref=CHANCE_REF)], order=20))
+    return out
+
+
+def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -> list[str] | None:
+    """Store this run's right-section baseline results per model, for later runs' filtering."""
+    from pathlib import Path
+
+    from pytest_longctx import settings
+    from pytest_longctx.experiments.qa.baseline import update_from_record
+
+    try:
+        stored = update_from_record(record, Path(settings(config).cache_dir))
+    except Exception as exc:  # a side result; the run record matters more
+        return [f"could not store the qa-baseline results: {exc}"]
+    if stored is not None:
+        record["settings"]["qa_baseline_file"] = str(stored)
+    return None

@@ -1,0 +1,66 @@
+"""Hook specifications: what an experiment contributes to a run's reports and its end.
+
+The built-in experiments (``pytest_longctx/experiments/*/plugin.py``) implement these exactly as a
+user's ``conftest.py`` or plugin would; the core names no experiment. Every hook receives plain data
+from the run record (``cells`` and ``trials`` are lists of dicts, see ``results/schema.py``) and
+returns plain data, so a hook that fails costs a note in the report, never the run's reports.
+
+Example, in a ``conftest.py``::
+
+    from pytest_longctx import Figure, Section, cell_bars
+
+    def pytest_longctx_report_sections(cells, trials):
+        mine = [c for c in cells if c["experiment"] == "passkey"]
+        return [Section("passkey", "Pass key retrieval", ("passkey",),
+                        figures=[cell_bars(mine, "Accuracy per filler size")])] if mine else []
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from pytest_longctx.reporting.sections import Section
+
+Cells = Sequence[Mapping[str, Any]]
+Trials = Sequence[Mapping[str, Any]]
+
+
+def pytest_longctx_tables(cells: Cells, trials: Trials) -> list[dict[str, Any]]:
+    """Tables in a source's own layout for the experiments of yours present in ``cells``.
+
+    Each table is plain JSON: ``{"experiment", "title", "columns", "rows", "note"}``; a row's first
+    entry is its label, the others a string, ``None`` or ``{"correct": k, "n": n}``. They are stored in
+    the record's ``tables`` and shown in the terminal summary and the HTML report. Return ``[]`` when
+    none of your experiments ran.
+    """
+    return []
+
+
+def pytest_longctx_report_sections(cells: Cells, trials: Trials) -> list[Section]:
+    """HTML report sections for your experiments: title, which experiments it holds, figures, order.
+
+    An experiment no section claims gets one of its own with a plain accuracy-per-cell chart.
+    """
+    return []
+
+
+def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:
+    """Extra lines for the terminal summary (each printed after ``longctx ``)."""
+    return []
+
+
+def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
+    """Your experiment's resolved options, merged into the record's ``settings``."""
+    return {}
+
+
+def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -> list[str] | None:
+    """The run's record is complete (gated, about to be written): store side results, add settings.
+
+    Called once, on the controller. Return lines to note in the summary (e.g. a file written), or None.
+    """
+    return None
