@@ -218,7 +218,7 @@ def pytest_runtest_makereport(
     from pytest_longctx.session.outcomes import classify, wrong_answer
 
     hidden = wrong_answer(item, call)  # a wrong answer is data: its report is built as passed, no traceback
-    if False:
+    if hidden is not None:
         call.excinfo = None
     try:
         report = yield

@@ -57,13 +57,13 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         report.user_properties.append((PLAN_KEY, excinfo.value.entry))
         item.stash[EMITTED_KEY] = True
         return
-    if report.passed:
-        record = trial.to_record("correct")
-    elif excinfo is not None and excinfo.type is AssertionError and trial.completions:
+    if excinfo is not None and excinfo.type is AssertionError and trial.completions:
         reason = str(excinfo.value).split("\n")[0][:500] or "assertion failed"
         record = trial.to_record("incorrect", reason=reason)
         report.outcome = "passed"
         report.longrepr = None
+    elif report.passed:
+        record = trial.to_record("correct")
     elif report.failed and excinfo is not None:
         record = trial.to_record("error", error=f"{excinfo.typename}: {excinfo.value}".split("\n")[0][:1000])
         record["fatal"] = isinstance(excinfo.value, (FatalBackendError, UsageError))
@@ -73,6 +73,20 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     else:
         return
     _emit(item, report, record)
+
+
+def wrong_answer(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.ExceptionInfo[BaseException] | None:
+    """The failed assert of a trial that got its answer: an ``incorrect`` trial, whose report :func:`classify`
+    turns into a passed one without a traceback. The plugin hides it while pytest builds the report, so the
+    traceback (about 10 ms a trial, with source and AST) is not formatted only to be thrown away. An
+    ``xfail`` mark keeps it (pytest's xfail handling needs the exception)."""
+    trial = item.stash.get(TRIAL_KEY, None)
+    excinfo = call.excinfo
+    if (call.when == "call" and trial is not None and excinfo is not None and excinfo.type is AssertionError
+            and trial.completions and not item.stash.get(EMITTED_KEY, False)
+            and item.get_closest_marker("xfail") is None):
+        return excinfo
+    return None
 
 
 def _emit(item: pytest.Item, report: pytest.TestReport, record: dict[str, Any]) -> None:

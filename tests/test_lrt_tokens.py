@@ -1,0 +1,67 @@
+"""The LRT prompt's token count from its structure equals tiktoken's count of the whole text."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from pytest_longctx.corpus.tokens import TIKTOKEN_NAME, TiktokenCounter
+from pytest_longctx.experiments.lrt.files import build_file, build_source_file
+from pytest_longctx.experiments.lrt.prompts import lrt_request
+from pytest_longctx.experiments.lrt.tokens import prompt_tokens
+
+ANTHROPIC_NAME = TIKTOKEN_NAME + " (approximation of Claude's tokenizer)"  # what AnthropicBackend reports
+
+
+@pytest.fixture(scope="module")
+def counter() -> TiktokenCounter:
+    return TiktokenCounter()
+
+
+def test_the_premise_every_group_of_up_to_three_digits_is_one_token(counter: TiktokenCounter) -> None:
+    groups = [f"{k:0{d}d}" for d in (1, 2, 3) for k in range(10**d)]
+    assert [g for g in groups if counter.count(g) != 1] == []
+
+
+@pytest.mark.parametrize("build", [build_file, build_source_file], ids=["longctx", "source"])
+@pytest.mark.parametrize("lines", [2, 3, 9, 10, 99, 100, 101, 1000, 1001, 2500])
+@pytest.mark.parametrize("mode", ["none", "full", "block-5", "block-100"])
+def test_structural_count_equals_tiktoken(counter: TiktokenCounter, build, lines: int, mode: str) -> None:
+    for seed in range(6):  # the source protocol puts the instruction first or last for some seeds
+        file = build(lines, mode, random.Random(seed * 7919 + lines))
+        prompt = lrt_request(file).messages[0].content
+        assert prompt_tokens(file, prompt, ANTHROPIC_NAME, counter.count) == counter.count(prompt), (lines, seed)
+
+
+@pytest.mark.parametrize("at", [0, "last"])
+def test_instruction_at_either_end(counter: TiktokenCounter, at: int | str) -> None:
+    for seed in range(200):
+        file = build_source_file(30, "full", random.Random(seed))
+        if file.instruction_at == (len(file.order) - 1 if at == "last" else 0):
+            prompt = lrt_request(file).messages[0].content
+            assert prompt_tokens(file, prompt, TIKTOKEN_NAME, counter.count) == counter.count(prompt)
+            return
+    pytest.fail(f"no seed put the instruction at {at}")
+
+
+def test_largest_default_size(counter: TiktokenCounter) -> None:
+    file = build_file(10_000, "block-20", random.Random(3))
+    prompt = lrt_request(file).messages[0].content
+    assert prompt_tokens(file, prompt, ANTHROPIC_NAME, counter.count) == counter.count(prompt)
+
+
+def test_other_tokenizers_count_the_whole_prompt() -> None:
+    file = build_file(50, "full", random.Random(0))
+    prompt = lrt_request(file).messages[0].content
+    seen: list[str] = []
+
+    def count(text: str) -> int:
+        seen.append(text)
+        return 7
+
+    assert prompt_tokens(file, prompt, "local/smollm2", count) == 7
+    assert seen == [prompt]
+    seen.clear()
+    assert prompt_tokens(file, prompt + " trailing", TIKTOKEN_NAME, count) == 7  # not a prompt ending in the file
+    assert seen == [prompt + " trailing"]
