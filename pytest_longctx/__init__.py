@@ -65,8 +65,8 @@ if TYPE_CHECKING:
     from pytest_longctx.api import settings as settings
     from pytest_longctx.backends.base import Completion as Completion
     from pytest_longctx.backends.base import Message as Message
-    from pytest_longctx.backends.base import Request as Request
     from pytest_longctx.backends.base import Oracle as Oracle
+    from pytest_longctx.backends.base import Request as Request
     from pytest_longctx.corpus.lookup import (
         CorpusFile as CorpusFile,
     )

@@ -29,7 +29,10 @@ RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 FATAL_CODES = ("spend_limit", "billing", "organization_on_hold", "payment")
 
 
-def missing_key_message() -> str:
+def missing_key_message() -> str | None:
+    """One line when ``ANTHROPIC_API_KEY`` is not set; None when it is."""
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        return None
     return ("ANTHROPIC_API_KEY is not set: export your key to run anthropic/* models "
             "(or use --longctx-model local/smollm2-135m, which needs none)")
 

@@ -14,19 +14,12 @@ The fake needs to know the right answer, so callers pass an :class:`Oracle` besi
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
 
-from pytest_longctx.backends.base import Completion, Request, request_key
+from pytest_longctx.backends.base import Completion, Oracle, Request, request_key
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import BackendError
 
-
-@dataclass(frozen=True)
-class Oracle:
-    """What a fake model may answer: the ideal output and wrong alternatives."""
-
-    answer: str
-    wrong: tuple[str, ...] = ()
+__all__ = ["FakeBackend", "Oracle"]
 
 
 class FakeBackend:

@@ -1,13 +1,14 @@
-"""Model specs (``provider/name``), their profiles, and the lazy backend registry.
+"""Model specs (``provider/name``) and their profiles.
 
-Parsing a spec never imports an SDK: the registry maps provider names to ``module:Class``
-strings that are imported only when a backend is actually built.
+Parsing a spec never imports an SDK: the registry (``registry.py``) maps provider names to
+``module:Class`` strings that are imported only when a backend is actually built.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_longctx.backends.registry import PROVIDERS
 from pytest_longctx.errors import UsageError
 
 
@@ -33,15 +34,10 @@ class Profile:
     qa_samples: int = 0
     qa_variants: tuple[str, ...] = ()
     scoring: str = "generate"
+    #: docs: tokens of a context at most (0: the window's), and whether ``--longctx-docs-judge auto`` uses the judge
+    docs_context: int = 0
+    judges: bool = True
 
-
-#: provider -> "module:Class" of its backend.
-BACKENDS: dict[str, str] = {
-    "fake": "pytest_longctx.backends.fake:FakeBackend",
-    "local": "pytest_longctx.backends.local:LocalBackend",
-    "anthropic": "pytest_longctx.backends.anthropic:AnthropicBackend",
-    "openai": "pytest_longctx.backends.openai_compat:OpenAIBackend",
-}
 
 FAKE_NAMES = ("perfect", "random", "wrong", "error", "flaky")
 LOCAL_NAMES = ("smollm2-135m",)
@@ -74,7 +70,9 @@ class ModelSpec:
                            # LRT: ordered vs shuffled 20-line files (~460 tokens); docs: answer first vs last, and
                            # long context vs RAG at the full 1,024-token budget; 10 trials a cell (~30K tokens)
                            lrt_lines=(20,), lrt_shuffles=("none", "full"), lrt_samples=10,
-                           docs_depths=(0, 100), docs_fractions=(100,), docs_samples=10)
+                           docs_depths=(0, 100), docs_fractions=(100,), docs_samples=10,
+                           # a 135M model is no judge of free-text answers
+                           docs_context=1024, judges=False)
         if self.provider == "anthropic":
             family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")
             inp, out = _ANTHROPIC_PRICES[family]
@@ -85,10 +83,10 @@ class ModelSpec:
 def parse_model_spec(text: str, *, flag: str = "--longctx-model") -> ModelSpec:
     """Parse and validate ``provider/name``; unknown providers or names are one-line usage errors."""
     provider, sep, name = text.strip().partition("/")
-    valid = ", ".join(f"{p}/..." for p in BACKENDS)
+    valid = ", ".join(f"{p}/..." for p in PROVIDERS)
     if not sep or not provider or not name:
         raise UsageError(f"{flag}: expected provider/name, got {text!r} (providers: {valid})")
-    if provider not in BACKENDS:
+    if provider not in PROVIDERS:
         raise UsageError(f"{flag}: unknown provider {provider!r} in {text!r}; valid: {valid}")
     if provider == "fake" and name not in FAKE_NAMES:
         raise UsageError(f"{flag}: unknown fake model {name!r}; valid: {', '.join('fake/' + n for n in FAKE_NAMES)}")

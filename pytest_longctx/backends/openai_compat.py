@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -22,7 +23,7 @@ import httpx
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.http import apost_json, json_object, judge, post_json
 from pytest_longctx.backends.retry import Retrier, RetryPolicy
-from pytest_longctx.errors import BackendError, UsageError
+from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 #: Environment variables naming the endpoint and the key.
@@ -43,6 +44,33 @@ def missing_key_message() -> str | None:
         return None
     return (f"{KEY_VAR} is not set: export your key to run openai/* models on api.openai.com, or set {URL_VAR} "
             "to your OpenAI-compatible server (vLLM, llama.cpp, Ollama; a local one needs no key)")
+
+
+def settle_tokenizer(model: str) -> Callable[[], None] | None:
+    """Probe the server's ``/tokenize`` once, on the controller, before any other process starts.
+
+    Workers and the plan child inherit the answer (``$LONGCTX_OPENAI_TOKENIZE``), so they all size contexts
+    with the same tokenizer even when the server is too busy to answer a probe quickly. A user's own value
+    wins (None: nothing settled); an unreachable server is left to the trials (they stop the run, naming it),
+    a dead endpoint or a refused key raises :class:`FatalBackendError`. Returns the cleanup that forgets this
+    run's answer, so the next in-process run probes again.
+    """
+    if os.environ.get(TOKENIZE_ENV) in ("0", "1"):
+        return None
+    backend = OpenAIBackend(model)
+    try:
+        os.environ[TOKENIZE_ENV] = "1" if backend.server_tokenizes() else "0"
+    except FatalBackendError:
+        raise
+    except BackendError:
+        return None
+    finally:
+        backend.close_sync()
+
+    def forget() -> None:
+        os.environ.pop(TOKENIZE_ENV, None)
+
+    return forget
 
 
 def chat_messages(request: Request) -> list[dict[str, str]]:

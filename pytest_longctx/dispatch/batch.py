@@ -1,4 +1,5 @@
-"""Batch mode: the run's requests go through the Message Batches API (half price), then tests score them.
+"""Batch mode: the run's requests go through the provider's batch API (``Provider.batch_api``; Anthropic's
+Message Batches API: half price), then tests score them.
 
 Flow (controller, before the workers start): the child plan run lists every uncached request;
 requests already in a submitted, uncollected batch are not submitted again; the rest go out as
@@ -18,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.backends.anthropic import build_params
-from pytest_longctx.backends.base import Completion, Request
+from pytest_longctx.backends.base import Request
+from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.prefetch import sent_path, write_error
 from pytest_longctx.errors import UsageError
@@ -69,10 +70,12 @@ def open_batches(cache_dir: Path, model: str) -> dict[str, dict[str, Any]]:
 
 def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file: Path,
                 log: Callable[[str], None] = print, client: Any = None) -> BatchRun:
-    """Submit what is missing, wait for every relevant batch, collect results into the cache."""
-    import anthropic
+    """Submit what is missing, wait for every relevant batch, collect results into the cache.
 
-    sdk = client or anthropic.Anthropic(max_retries=5)
+    The provider's batch API (``Provider.batch_api``) does the calls; ``client`` is handed to it (its SDK client).
+    """
+    provider = provider_of(settings.model)
+    api = load(provider.batch_api)(client, seed=settings.seed)
     model = settings.model.name
     run = BatchRun()
     planned: dict[str, dict[str, Any]] = {}
@@ -89,7 +92,7 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     todo = [planned[k] for k in sorted(planned) if k not in in_flight]
     for start in range(0, len(todo), MAX_PER_BATCH):
         chunk = todo[start:start + MAX_PER_BATCH]
-        state = _submit(sdk, model, chunk, settings.cache_dir)
+        state = _submit(api, model, chunk, settings.cache_dir)
         relevant[state["id"]] = state
         run.submitted.append(state["id"])
         run.requests_submitted += len(chunk)
@@ -98,62 +101,48 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
         log(f"longctx batch: resuming {bid} ({len(relevant[bid]['keys'])} requests submitted earlier)")
     poll = float(os.environ.get("LONGCTX_BATCH_POLL", POLL_S))
     for bid, state in relevant.items():
-        _wait(sdk, bid, poll, log)
-        _collect(sdk, state, cache, work, run, settings.cache_dir)
+        _wait(api, bid, poll, log)
+        _collect(api, provider.name, state, cache, work, run, settings.cache_dir)
     return run
 
 
-def _submit(sdk: Any, model: str, entries: list[dict[str, Any]], cache_dir: Path) -> dict[str, Any]:
-    requests = []
-    for e in entries:
-        params = build_params(model, Request.from_json(e["request"]), temperature=False)
-        params["temperature"] = e["request"].get("temperature", 0.0)
-        requests.append({"custom_id": e["key"], "params": params})
+def _submit(api: Any, model: str, entries: list[dict[str, Any]], cache_dir: Path) -> dict[str, Any]:
+    requests = [(e["key"], Request.from_json(e["request"])) for e in entries]
     try:
-        batch = sdk.messages.batches.create(requests=requests)
+        batch_id = api.submit(model, requests)
     except Exception as exc:  # one clear line for the user
         raise UsageError(f"--longctx-batch: could not submit the batch ({type(exc).__name__}: {exc})") from None
-    state = {"id": batch.id, "model": model, "keys": [e["key"] for e in entries], "submitted": time.time(),
+    state = {"id": batch_id, "model": model, "keys": [e["key"] for e in entries], "submitted": time.time(),
              "collected": False}
-    _save(_state_dir(cache_dir) / f"{batch.id}.json", state)
+    _save(_state_dir(cache_dir) / f"{batch_id}.json", state)
     return state
 
 
-def _wait(sdk: Any, batch_id: str, poll: float, log: Callable[[str], None]) -> None:
+def _wait(api: Any, batch_id: str, poll: float, log: Callable[[str], None]) -> None:
     last = ""
     while True:
-        batch = sdk.messages.batches.retrieve(batch_id)
-        if batch.processing_status == "ended":
+        ended, line = api.poll(batch_id)
+        if ended:
             return
-        counts = batch.request_counts
-        line = (f"longctx batch: {batch_id} {batch.processing_status}: "
-                f"{counts.succeeded} done, {counts.processing} processing")
         if line != last:
             log(line)
             last = line
         time.sleep(poll)
 
 
-def _collect(sdk: Any, state: dict[str, Any], cache: ResponseCache, work: Path, run: BatchRun,
+def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCache, work: Path, run: BatchRun,
              cache_dir: Path) -> None:
-    for item in sdk.messages.batches.results(state["id"]):
-        key = item.custom_id
-        result = item.result
-        if result.type == "succeeded":
-            message = result.message
-            text = "".join(getattr(block, "text", "") for block in message.content)
-            completion = Completion(text=text, input_tokens=message.usage.input_tokens,
-                                    output_tokens=message.usage.output_tokens, stop_reason=message.stop_reason)
+    for key, completion, error in api.results(state["id"]):
+        if completion is not None:
             sent = sent_path(work, key)  # answered through this run's batches: not a cache hit
             sent.parent.mkdir(parents=True, exist_ok=True)
             sent.touch()
             if cache.get(key) is None:
-                cache.put(key, completion.to_json(), {"provider": "anthropic", "model": state["model"],
+                cache.put(key, completion.to_json(), {"provider": provider, "model": state["model"],
                                                       "batch": state["id"]})
             run.collected += 1
         else:
-            detail = getattr(getattr(result, "error", None), "error", None)
-            write_error(work, key, f"batch {state['id']}: request {result.type}: {detail}", False)
+            write_error(work, key, f"batch {state['id']}: {error}", False)
             run.errored += 1
     state["collected"] = True
     state["collected_at"] = time.time()

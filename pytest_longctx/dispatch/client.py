@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_longctx.backends.base import Backend, Completion, Request, request_key
-from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, request_key
 from pytest_longctx.backends.prompt_cache import prefix_group
+from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.errors import NotCachedError
 
@@ -81,7 +81,8 @@ class ModelClient:
         key = self.key(request)
         if not self.plan and self.waiter is not None and self.waiter.expects(key):
             return await self.waiter.wait(key)  # sent up front by the controller in this run
-        use_cache = self.cache is not None and self.cache_mode != "off" and self.backend.provider != "fake"
+        in_process = provider_of(self.backend).in_process  # a scripted double: never cached, given the oracle
+        use_cache = self.cache is not None and self.cache_mode != "off" and not in_process
         if use_cache and self.cache_mode != "refresh":
             assert self.cache is not None
             if self.cache_mode == "replay" and not self.plan and (problem := self.cache.problem(key)):
@@ -103,7 +104,7 @@ class ModelClient:
             if self.stop_file is not None and self.stop_file.exists():  # checked right before sending
                 raise RunStopped(self.stop_file.read_text(encoding="utf-8").strip() or "stopped")
             start = time.perf_counter()
-            if self.backend.provider == "fake":
+            if in_process:
                 completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
             else:
                 completion = await self.backend.complete(request)

@@ -39,15 +39,14 @@ class Shared:
         return max(1, self.max_concurrency // self.workers)
 
     def backend_options(self, spec: ModelSpec) -> dict[str, Any]:
-        """Keyword arguments of ``spec``'s backend: every HTTP backend gets the same concurrency and retry seed."""
-        if spec.provider == "fake":
-            return {}
-        options: dict[str, Any] = {"max_concurrency": self.share(), "seed": self.seed}
-        if spec.provider == "local":
-            options["base_url"] = self.local_url
-        if spec.provider == "anthropic":
-            options.update(exact_tokens=self.exact_tokens, cache_dir=Path(self.cache_dir), replay=self.replay)
-        return options
+        """Keyword arguments of ``spec``'s backend: the facts its provider takes (``Provider.options``), so
+        every HTTP backend gets the same concurrency and retry seed."""
+        from pytest_longctx.backends.registry import provider_of
+
+        facts: dict[str, Any] = {"max_concurrency": self.share(), "seed": self.seed, "base_url": self.local_url,
+                                 "exact_tokens": self.exact_tokens, "cache_dir": Path(self.cache_dir),
+                                 "replay": self.replay}
+        return {name: facts[name] for name in provider_of(spec).options}
 
 
 @dataclass

@@ -15,6 +15,7 @@ import pytest
 
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
 from pytest_longctx.backends.prompt_cache import caches_prompts
+from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.gating import Threshold, parse_threshold
 
@@ -222,21 +223,23 @@ def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_
 
     ``scoring`` is the value given on the command line or in the ini file (None: the profile's default).
     """
-    provider, spec = model.provider, model.spec
-    if batch and provider != "anthropic":
-        raise UsageError(f"--longctx-batch: only anthropic/* models have a batch API, not {spec}; drop it "
-                         f"({provider}/* runs live, with --longctx-prefetch for concurrency)")
-    if exact_tokens and provider != "anthropic":
-        raise UsageError(f"--longctx-exact-tokens: only anthropic/* models have a token-counting endpoint, not {spec}; "
-                         "drop it (local/* models always count with their own tokenizer)")
-    if prefetch == "on" and provider == "fake":
+    provider, spec = provider_of(model), model.spec
+    if batch and not provider.batches:
+        raise UsageError(f"--longctx-batch: only {offering('batches')} models have a batch API, not {spec}; drop it "
+                         f"({provider.models} runs live, with --longctx-prefetch for concurrency)")
+    if exact_tokens and not provider.token_counting:
+        raise UsageError(f"--longctx-exact-tokens: only {offering('token_counting')} models have a token-counting "
+                         f"endpoint, not {spec}; drop it ({offering('own_tokenizer')} models always count with their "
+                         "own tokenizer)")
+    if prefetch == "on" and provider.in_process:
         raise UsageError(f"--longctx-prefetch on: {spec} answers in-process, there is nothing to send up front; "
                          "use auto or off")
     if prefetch == "on" and cache in ("off", "replay"):
         reason = "prefetched answers reach the tests through the cache" if cache == "off" else "replay sends nothing"
         raise UsageError(f"--longctx-prefetch on: {reason}; drop --longctx-cache {cache} or use --longctx-prefetch off")
-    if scoring == "logprob" and provider not in ("local", "fake"):
-        raise UsageError(f"--longctx-scoring logprob: likelihood scoring needs a local/* model, not {spec}; "
+    if scoring == "logprob" and not provider.logprob_scoring:
+        raise UsageError(f"--longctx-scoring logprob: likelihood scoring needs a {offering('logprob_scoring')} "
+                         f"model, not {spec}; "
                          "use --longctx-scoring generate")
 
 
@@ -280,12 +283,12 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{by['docs-review'].flag}: expected required or optional, got {docs_review!r}")
     if docs_scorer not in ("subspan", "em", "f1", "judge"):
         raise UsageError(f"{by['docs-scorer'].flag}: expected subspan, em, f1 or judge, got {docs_scorer!r}")
-    docs_judge = (judge.provider != "local" if str(raw["docs-judge"]) == "auto"
+    docs_judge = (judge.profile.judges if str(raw["docs-judge"]) == "auto"
                   else _bool(by["docs-judge"], str(raw["docs-judge"])))
     if docs_scorer == "judge" and not docs_judge:
         raise UsageError(f"{by['docs-scorer'].flag}: judge needs {by['docs-judge'].flag} true")
     docs_context = (_int(by["docs-context"], str(raw["docs-context"]), 128) if raw["docs-context"] is not None
-                    else min(max(window - 512, window // 2), 1024 if model.provider == "local" else window))
+                    else min(max(window - 512, window // 2), model.profile.docs_context or window))
     prefetch = str(raw["prefetch"])
     if prefetch not in ("auto", "on", "off"):
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")

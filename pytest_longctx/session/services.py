@@ -2,65 +2,57 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 
-REMOTE = ("anthropic", "openai")
+if TYPE_CHECKING:
+    from pytest_longctx.backends.models import ModelSpec
 
 
 def start_local_server(config: pytest.Config) -> None:
+    """The shared model server, when the model (or else the judge) is served by one and none is known yet."""
     settings = config.stash[SETTINGS_KEY]
     shared = config.stash[SHARED_KEY]
-    if (settings.model.provider != "local" and settings.judge.provider != "local") or shared.local_url:
+    served = [spec for spec in (settings.model, settings.judge) if provider_of(spec).local_server]
+    if not served or shared.local_url:
         return
-    from pytest_longctx.backends.local_server import URL_ENV, LocalModelServer
+    from pytest_longctx.backends import start_model_server
 
-    if os.environ.get(URL_ENV):  # a server the user (or a test) already runs: share it, start none
-        shared.local_url = os.environ[URL_ENV].rstrip("/")
-        return
-    name = settings.model.name if settings.model.provider == "local" else settings.judge.name
-    server = LocalModelServer(name, cache_dir=settings.cache_dir)
-    shared.local_url = server.start()
-    config.stash[RUN_KEY].server = server
+    shared.local_url, server = start_model_server(served[0], settings.cache_dir)
+    if server is not None:  # None: a server the user (or a test) already runs is shared, none started
+        config.stash[RUN_KEY].server = server
 
 
 def settle_tokenizer(config: pytest.Config) -> None:
-    """openai/*: probe the server's ``/tokenize`` once, here, before any other process starts.
-
-    Workers and the plan child inherit the answer (``$LONGCTX_OPENAI_TOKENIZE``), so they all size contexts
-    with the same tokenizer even when the server is too busy to answer a probe quickly. A user's own value
-    wins; an unreachable server is left to the trials (they stop the run, naming it).
-    """
-    from pytest_longctx.backends.openai_compat import TOKENIZE_ENV, OpenAIBackend
-    from pytest_longctx.errors import BackendError, FatalBackendError
+    """Each provider's start-up step (``Provider.settle``, e.g. which tokenizer every process uses), once per
+    provider of the model and the judge, here on the controller, before any other process starts."""
+    from pytest_longctx.errors import FatalBackendError
 
     s = config.stash[SETTINGS_KEY]
-    spec = s.model if s.model.provider == "openai" else s.judge
-    if spec.provider != "openai" or os.environ.get(TOKENIZE_ENV) in ("0", "1"):
-        return
-    backend = OpenAIBackend(spec.name)
-    try:
-        os.environ[TOKENIZE_ENV] = "1" if backend.server_tokenizes() else "0"
-    except FatalBackendError as exc:  # a dead endpoint or a refused key: stop here, before anything else starts
-        from pytest_longctx.session.stopping import request_stop
+    settled: set[str] = set()
+    for spec in (s.model, s.judge):
+        provider = provider_of(spec)
+        if not provider.settle or provider.name in settled:
+            continue
+        settled.add(provider.name)
+        try:
+            cleanup = load(provider.settle)(spec.name)
+        except FatalBackendError as exc:  # a dead endpoint or a refused key: stop here, before anything else starts
+            from pytest_longctx.session.stopping import request_stop
 
-        request_stop(config, f"{type(exc).__name__}: {exc}")
-        return
-    except BackendError:
-        return
-    finally:
-        backend.close_sync()
-
-    def forget() -> None:  # this run's answer, not the next in-process run's
-        os.environ.pop(TOKENIZE_ENV, None)
-
-    config.add_cleanup(forget)
+            request_stop(config, f"{type(exc).__name__}: {exc}")
+            return
+        if cleanup is not None:  # this run's answer, not the next in-process run's
+            config.add_cleanup(cleanup)
 
 
 def prefetch_wanted(config: pytest.Config) -> bool:
@@ -71,7 +63,7 @@ def prefetch_wanted(config: pytest.Config) -> bool:
         return True
     if s.prefetch == "on":
         return True
-    return s.prefetch == "auto" and s.model.provider in REMOTE and s.cache == "on"
+    return s.prefetch == "auto" and provider_of(s.model).remote and s.cache == "on"
 
 
 def start_prefetch(config: pytest.Config) -> None:
@@ -96,7 +88,7 @@ def start_prefetch(config: pytest.Config) -> None:
         dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
         state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
     try:
-        meanwhile = dispatcher.start_streaming if dispatcher else lambda: _preload_sdk(s.model.provider)
+        meanwhile = dispatcher.start_streaming if dispatcher else lambda: _preload_sdk(s.model)
         plan_file = run_plan(plan_args(config), Path(config.invocation_params.dir), work, meanwhile=meanwhile)
     except PlanFailed as exc:
         if dispatcher is not None:
@@ -125,10 +117,10 @@ def start_prefetch(config: pytest.Config) -> None:
     shared.prefetch_dir = str(work)
 
 
-def _preload_sdk(provider: str) -> None:
-    """Import the provider's SDK (seconds for ``anthropic``) while the child plans, not after it."""
-    if provider == "anthropic":
-        import anthropic  # noqa: F401
+def _preload_sdk(spec: ModelSpec) -> None:
+    """Import the provider's SDK (``Provider.sdk``: seconds to import) while the child plans, not after it."""
+    if sdk := provider_of(spec).sdk:
+        importlib.import_module(sdk)
 
 
 def stop_prefetch(config: pytest.Config) -> None:

@@ -16,6 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from pytest_longctx.backends import missing_key_message, provider_of
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
 from pytest_longctx.errors import LongctxError, UsageError
 from pytest_longctx.experiments.docs.documents import Document, document_paths, load_documents
@@ -95,8 +96,9 @@ def _generate(args: argparse.Namespace) -> int:
     if args.per_doc < 1 or args.retries < 0 or args.concurrency < 1:
         print("error: --per-doc and --concurrency must be >= 1, --retries >= 0", file=sys.stderr)
         return 2
-    if spec.provider == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
-        raise UsageError("ANTHROPIC_API_KEY is not set: export your Anthropic API key to generate with "
+    if missing_key_message(spec.provider) is not None:
+        provider = provider_of(spec)
+        raise UsageError(f"{provider.key_env} is not set: export your {provider.label} API key to generate with "
                          f"{spec.spec}")
     if args.qa_file is not None:  # before it is read: a folder or a missing folder is named as the option
         _check_output(args.qa_file, "--qa-file")
@@ -156,7 +158,7 @@ def _check_output(path: Path, what: str) -> None:
 
 
 async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespace) -> list[DocResult]:
-    from pytest_longctx.backends import build_backend
+    from pytest_longctx.backends import build_backend, start_model_server
     from pytest_longctx.dispatch.cache import ResponseCache
     from pytest_longctx.dispatch.client import ModelClient
     from pytest_longctx.experiments.docs.generate import generate_all
@@ -164,11 +166,8 @@ async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespac
     cache_dir = args.cache_dir or Path(os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache"))
     server = None
     options: dict[str, object] = {}
-    if spec.provider == "local":
-        from pytest_longctx.backends.local_server import LocalModelServer
-
-        server = LocalModelServer(spec.name, cache_dir=cache_dir)
-        options["base_url"] = server.start()
+    if provider_of(spec).local_server:  # a server of its own, even when the environment names one
+        options["base_url"], server = start_model_server(spec, cache_dir, share_running=False)
     try:
         backend = build_backend(spec, context_window=spec.profile.context_window, **options)
         client = ModelClient(backend, None if args.no_cache else ResponseCache(cache_dir),

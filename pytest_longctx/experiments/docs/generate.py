@@ -14,8 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pytest_longctx.backends.base import Message, Request
-from pytest_longctx.backends.fake import Oracle
+from pytest_longctx.backends.base import Message, Oracle, Request
+from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import BackendError, FatalBackendError, LongctxError
 from pytest_longctx.experiments.docs.documents import Document
@@ -144,7 +144,7 @@ async def generate_for_doc(client: ModelClient, doc: Document, n: int, retries: 
                            protocol: str = "longctx") -> DocResult:
     """Ask for ``n`` pairs; on an unusable reply, ask again (``retries`` repair turns)."""
     request = first = generation_request(doc, n, protocol)
-    oracle = fake_oracle(doc, n) if client.backend.provider == "fake" else None
+    oracle = fake_oracle(doc, n) if provider_of(client.backend).in_process else None
     result = DocResult(doc)
     for attempt in range(retries + 1):
         try:
