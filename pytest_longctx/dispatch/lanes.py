@@ -18,6 +18,12 @@ from pytest_longctx.backends.prompt_cache import prefix_group
 Entry = dict[str, Any]
 
 
+def _group(entry: Entry) -> str | None:
+    """The entry's prefix group: as the plan entry names it (``prefix``), else computed from its request."""
+    named = entry.get("prefix")
+    return str(named) if named else prefix_group(entry.get("request") or {})
+
+
 class LaneQueue:
     """What the dispatcher's lanes take, one entry at a time; :meth:`get` returns None once everything is done.
 
@@ -37,7 +43,7 @@ class LaneQueue:
 
     def offer(self, entry: Entry) -> None:
         """Queue ``entry`` in plan order, or hold it while its group's first request is on its way."""
-        group = prefix_group(entry.get("request") or {})
+        group = _group(entry)
         if group is None or group in self._warm:
             self._put(1, entry)
         elif group in self._held:
@@ -48,7 +54,7 @@ class LaneQueue:
 
     def done(self, entry: Entry) -> None:
         """A lane finished ``entry``: if it led a group, its siblings go out next (answered or not, it is over)."""
-        group = prefix_group(entry.get("request") or {})
+        group = _group(entry)
         if group is not None and group not in self._warm and group in self._held:
             self._warm.add(group)
             for sibling in self._held.pop(group):
