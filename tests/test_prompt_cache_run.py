@@ -111,3 +111,16 @@ def test_the_ini_sets_it_and_the_command_line_wins(qa_like: Any, api: Any) -> No
     run = qa_like.run("--longctx-samples", "1", "--longctx-prompt-cache", "on", model=MODEL)
     assert run.ret == 0 and run.record["settings"]["prompt_cache"] is True
     assert srv.stats.prompt_cache_writes >= 1
+
+
+def test_a_batch_sends_the_breakpoints_and_records_what_the_cache_billed(qa_like: Any, api: Any,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    srv = api(batch_delay=0.1)
+    run = qa_like.run("--longctx-samples", "2", "--longctx-batch", "true", model=MODEL, cache=True)
+    assert run.ret == 0 and srv.stats.endpoints.get("batches.create") == 1 and "messages" not in srv.stats.endpoints
+    usage = run.record["usage"]
+    assert (srv.stats.prompt_cache_writes, srv.stats.prompt_cache_reads) == (2, 6)  # the server answers in order
+    assert usage["cache_creation_input_tokens"] == srv.stats.cache_creation_input_tokens > 0
+    assert usage["cache_read_input_tokens"] == srv.stats.cache_read_input_tokens
+    assert usage["billed_input_tokens"] < usage["paid_input_tokens"] / 2
