@@ -7,6 +7,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
   expected answer with :meth:`Trial.expect`, record with :meth:`Trial.record`, then ``assert``.
 * In ``pytest_generate_tests`` / fixtures: :func:`settings` (the run's resolved options),
   :func:`set_cell_samples`, :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
+* For command-line tools (question generation): :func:`parse_model_spec`, :func:`build_backend`,
+  :class:`ModelClient`, :class:`ResponseCache`, :func:`missing_key_message`, :func:`start_model_server`.
 * In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
   builders :func:`cell_bars`, :func:`accuracy_lines`.
 """
@@ -39,6 +41,15 @@ _EXPORTS = {
     "Figure": "pytest_longctx.reporting.charts:Figure",
     "cell_bars": "pytest_longctx.reporting.figures:cell_bars",
     "accuracy_lines": "pytest_longctx.reporting.figures:accuracy_lines",
+    "ModelSpec": "pytest_longctx.backends.models:ModelSpec",
+    "parse_model_spec": "pytest_longctx.backends.models:parse_model_spec",
+    "provider_of": "pytest_longctx.backends.registry:provider_of",
+    "build_backend": "pytest_longctx.backends:build_backend",
+    "missing_key_message": "pytest_longctx.backends:missing_key_message",
+    "start_model_server": "pytest_longctx.backends:start_model_server",
+    "ResponseCache": "pytest_longctx.dispatch.cache:ResponseCache",
+    "wilson": "pytest_longctx.results.stats:wilson",
+    "mcnemar_exact": "pytest_longctx.results.stats:mcnemar_exact",
     "GATE_EXIT_CODE": "pytest_longctx.results.gating:GATE_EXIT_CODE",
     "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.gating:GATE_ERROR_EXIT_CODE",
 }

@@ -17,16 +17,18 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_longctx.backends.base import Request
 from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.prefetch import sent_path, write_error
 from pytest_longctx.errors import UsageError
-from pytest_longctx.session.options import Settings
-from pytest_longctx.session.plan_child import read_plan
 from pytest_longctx.util.fsutil import atomic_write_text
+
+if TYPE_CHECKING:
+    from pytest_longctx.session.options import Settings
 
 #: Seconds between polls of an unfinished batch ($LONGCTX_BATCH_POLL overrides).
 POLL_S = 30.0

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_longctx.backends.models import parse_model_spec
 from pytest_longctx.backends.prompt_cache import billed_input, min_cacheable_tokens
-from pytest_longctx.session.options import Settings
+
+if TYPE_CHECKING:
+    from pytest_longctx.session.options import Settings
 
 
 def summarize_plan(entries: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
@@ -24,7 +29,7 @@ def summarize_plan(entries: list[dict[str, Any]], settings: Settings) -> dict[st
                                              "prefix_groups": 0})
         m["cached" if e["cached"] else "requests"] += 1
         if not e["cached"]:
-            m["input_tokens"] += int(e["input_tokens"])
+            m["input_tokens"] += int(e["input_tokens"] or 0)  # None: not counted (the prefetch child's plan)
             m["max_output_tokens"] += int(e["max_tokens"])
             prefix, tokens = e.get("prefix"), int(e.get("prefix_tokens") or 0)
             if prefix and tokens >= min_cacheable_tokens(e["model"]):
@@ -64,3 +69,11 @@ def format_plan(plan: dict[str, Any]) -> list[str]:
                          f"${m['est_uncached_input_cost_usd']:.2f})")
     lines.append(plan["note"])
     return lines
+
+
+def read_plan(plan_file: Path) -> Iterator[dict[str, Any]]:
+    """The planned requests the child plan run wrote (one JSON object a line)."""
+    with plan_file.open(encoding="utf-8") as fh:
+        for line in fh:
+            if line.strip():
+                yield json.loads(line)

@@ -24,8 +24,8 @@ from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import RunStopped
 from pytest_longctx.dispatch.lanes import LaneQueue
+from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.errors import BackendError, FatalBackendError
-from pytest_longctx.session.plan_child import read_plan
 from pytest_longctx.util.fsutil import atomic_write_text
 
 
@@ -111,6 +111,32 @@ class Progress:
     input_tokens: int = 0
     output_tokens: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    #: The producer: when the dispatcher started tailing the plan, and when it queued its first and last request.
+    started: float | None = None
+    first_planned: float | None = None
+    last_planned: float | None = None
+    #: Seconds the answered requests took, summed (their mean is the latency the lanes saw).
+    latency_s: float = 0.0
+
+    def rates(self, concurrency: int) -> dict[str, float] | None:
+        """The plan's production rate (requests/s, first to last planned request) beside what C lanes need
+        (C / mean latency); None before two requests were planned and one answered."""
+        first, last = self.first_planned, self.last_planned
+        if first is None or last is None or self.total < 2 or last <= first or not self.done:
+            return None
+        latency = self.latency_s / self.done
+        return {"planned": self.total, "plan_s": round(last - first, 3),
+                "first_planned_after_s": round(first - (self.started or first), 3),
+                "plan_requests_per_s": round((self.total - 1) / (last - first), 1),
+                "mean_latency_s": round(latency, 3), "lanes_need_requests_per_s": round(concurrency / latency, 1)}
+
+
+def rate_note(rates: dict[str, float]) -> str:
+    """One line for the terminal: the producer's rate against the lanes' need."""
+    verdict = "ahead of" if rates["plan_requests_per_s"] >= rates["lanes_need_requests_per_s"] else "behind"
+    return (f"prefetch: the plan produced {rates['planned']:,} requests at {rates['plan_requests_per_s']:,.1f}/s "
+            f"(first after {rates['first_planned_after_s']:.1f}s); the lanes need C / latency = "
+            f"{rates['lanes_need_requests_per_s']:,.1f}/s (mean latency {rates['mean_latency_s']:.2f}s): {verdict}")
 
 
 class Dispatcher:
@@ -197,6 +223,7 @@ class Dispatcher:
         """Tail the plan file while the child writes it; queue each new uncached key once, in plan order."""
         seen: set[str] = set()
         offset, partial = 0, b""
+        self.progress.started = time.monotonic()
         while True:
             ended = self._plan_ended.is_set()  # checked before reading: the read after the child ended is complete
             try:
@@ -213,8 +240,11 @@ class Dispatcher:
                 entry = json.loads(line)
                 if entry["key"] not in seen and self.cache.get(entry["key"]) is None:
                     seen.add(entry["key"])
+                    now = time.monotonic()
                     with self.progress.lock:
                         self.progress.total += 1
+                        self.progress.first_planned = self.progress.first_planned or now
+                        self.progress.last_planned = now
                     queue.offer(entry)
             if ended or self._abandoned or self.cancelled is not None:
                 break
@@ -259,6 +289,7 @@ class Dispatcher:
             self.progress.done += 1
             self.progress.input_tokens += completion.input_tokens
             self.progress.output_tokens += completion.output_tokens
+            self.progress.latency_s += completion.latency_s
 
     async def _run(self, entries: list[dict[str, Any]] | None) -> None:
         queue = LaneQueue(self.concurrency)  # plan order, a prompt-cache prefix warmed before its siblings go out

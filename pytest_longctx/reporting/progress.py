@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_longctx.session.options import Settings
+if TYPE_CHECKING:
+    from pytest_longctx.session.options import Settings
+
 
 
 def estimated_spend(usage: dict[str, Any], settings: Settings) -> float:

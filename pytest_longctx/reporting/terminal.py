@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_longctx.results.gating import cell_verdict
-from pytest_longctx.session.options import Settings
+
+if TYPE_CHECKING:
+    from pytest_longctx.session.options import Settings
 
 
 def _params(params: dict[str, Any]) -> str:
@@ -76,9 +78,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         c = record["comparison"]
         tr.write_line(f"compared with {c['baseline_model']} ({c['cells_compared']} cells, "
                       f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
-    from pytest_longctx.session.contrib import call_each, flat
-
-    for line in flat(call_each(tr.config, "pytest_longctx_summary_lines", state.notes, record=record)):
+    for line in state.summary_lines:  # the experiments' pytest_longctx_summary_lines, gathered at the finish
         tr.write_line(f"longctx {line}")
     _footer(tr, state)
 

@@ -67,6 +67,8 @@ class RunState:
     prefetch_work: Path | None = None
     services_started: bool = False
     notes: list[str] = field(default_factory=list)
+    #: Lines the experiments add to the terminal summary (``pytest_longctx_summary_lines``), gathered at the finish.
+    summary_lines: list[str] = field(default_factory=list)
     batch: Any = None
     collected: int = 0
     #: The compared run's record (--longctx-compare), read and validated at start-up.

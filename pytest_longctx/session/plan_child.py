@@ -6,11 +6,10 @@ sends what it plans while it runs. An interrupted parent kills it (no planning c
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,10 +116,3 @@ class PlanUsageError(PlanFailed):
     Under xdist the controller does not collect, so this is how it learns, before the workers start,
     that e.g. a threshold selector matches none of the collected cells.
     """
-
-
-def read_plan(plan_file: Path) -> Iterator[dict[str, Any]]:
-    with plan_file.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)

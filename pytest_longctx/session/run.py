@@ -100,6 +100,8 @@ def _finish(session: pytest.Session) -> None:
         record["settings"].update(extra)
     record["tables"] = flat(call_each(session.config, "pytest_longctx_tables", state.notes,
                                       cells=record["cells"], trials=record["trials"]))
+    state.summary_lines = [str(line) for line in flat(call_each(session.config, "pytest_longctx_summary_lines",
+                                                                state.notes, record=record))]
     record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.services_started):

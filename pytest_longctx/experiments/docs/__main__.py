@@ -16,8 +16,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from pytest_longctx.backends import missing_key_message, provider_of
-from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx import ModelSpec, missing_key_message, parse_model_spec, provider_of
 from pytest_longctx.errors import LongctxError, UsageError
 from pytest_longctx.experiments.docs.documents import Document, document_paths, load_documents
 from pytest_longctx.experiments.docs.generate import TEMPLATE, DocResult, GenerationStopped
@@ -158,9 +157,7 @@ def _check_output(path: Path, what: str) -> None:
 
 
 async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespace) -> list[DocResult]:
-    from pytest_longctx.backends import build_backend, start_model_server
-    from pytest_longctx.dispatch.cache import ResponseCache
-    from pytest_longctx.dispatch.client import ModelClient
+    from pytest_longctx import ModelClient, ResponseCache, build_backend, start_model_server
     from pytest_longctx.experiments.docs.generate import generate_all
 
     cache_dir = args.cache_dir or Path(os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache"))

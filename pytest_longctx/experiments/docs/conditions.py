@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_longctx import Settings
 from pytest_longctx.errors import LongctxError
 from pytest_longctx.experiments.docs.documents import load_documents
 from pytest_longctx.experiments.docs.experiment import read_items
-from pytest_longctx.session.options import Settings
 
 DEPTHS = (0, 25, 50, 75, 100)  # % of the context's tokens before the answer document (the write-up's)
 FRACTIONS = (0, 25, 50, 75, 100)  # % of the budget filled with documents (the write-up's)

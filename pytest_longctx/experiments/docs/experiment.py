@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.backends.base import Request
+from pytest_longctx import ModelClient, Request, Trial
 from pytest_longctx.context.haystack import Unit
-from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.docs import haystack, source
 from pytest_longctx.experiments.docs.documents import Document, load_documents
@@ -24,7 +23,6 @@ from pytest_longctx.experiments.docs.judge import JudgeError, judge_oracle, judg
 from pytest_longctx.experiments.docs.qa_file import QAItem, load_qa, qa_path, status_counts, usable_items
 from pytest_longctx.experiments.docs.retrieval import Chunk, chunk_document, retrieval_detail, retrieve
 from pytest_longctx.experiments.docs.scorers import first_line, normalize_answer, score
-from pytest_longctx.session.trial import Trial
 
 TEMPLATE = "docs-answer@1"
 PROMPT = """Answer the question using the documents below.

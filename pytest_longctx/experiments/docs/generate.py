@@ -14,9 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pytest_longctx.backends.base import Message, Oracle, Request
-from pytest_longctx.backends.registry import provider_of
-from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx import Message, ModelClient, Oracle, Request, provider_of
 from pytest_longctx.errors import BackendError, FatalBackendError, LongctxError
 from pytest_longctx.experiments.docs.documents import Document
 from pytest_longctx.experiments.docs.jsonish import json_values

@@ -1,16 +1,20 @@
 """Contexts of whole documents: the answer document once, among distractor documents.
 
-Sizes and depths are measured in tokens from per-document counts made once per session (a
-document's rendered block, plus one separator between blocks). The answer document can only sit
-at a document boundary, so the achieved depth is the boundary nearest the requested token depth:
-off by at most half of the largest distractor block (plus a separator).
+Built with the core haystack builder (:mod:`pytest_longctx.context.haystack`, which defines size, start and
+depth): each document is one unit, its rendered block counted once per session, and blocks are joined by a
+blank line whose tokens count between them. The answer document can only sit at a document boundary, so
+the achieved depth is the boundary nearest the requested one: off by at most half of the largest
+distractor block plus a separator, in tokens.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pytest_longctx.context import haystack
+from pytest_longctx.context.haystack import Haystack, Unit
 
 SEPARATOR = "\n\n"
 
@@ -21,93 +25,52 @@ def render_block(name: str, text: str) -> str:
 
 
 @dataclass(frozen=True)
-class Haystack:
-    """The documents of one context, in order, and where the answer document sits."""
+class Stack(Haystack):
+    """A context of documents (unit ids are document names), and the size asked for, when there was one."""
 
-    docs: tuple[str, ...]
-    answer_index: int
-    tokens: int
-    answer_start: int
-    answer_tokens: int
-    #: The size asked for (context-size experiment), when there was one.
     target: int | None = None
 
     @property
-    def answer_doc(self) -> str:
-        return self.docs[self.answer_index]
+    def docs(self) -> tuple[str, ...]:
+        return tuple(u.id for u in self.units)
 
     @property
-    def depth(self) -> float:
-        """Tokens before the answer document as % of all tokens not in it (0 = first, 100 = last)."""
-        rest = self.tokens - self.answer_tokens
-        return round(100 * self.answer_start / rest, 2) if rest > 0 else 0.0
+    def answer_doc(self) -> str:
+        return self.gold.id
 
     def detail(self) -> dict[str, object]:
-        out: dict[str, object] = {"answer_doc": self.answer_doc, "depth_actual": self.depth,
-                                  "context_tokens": self.tokens, "n_docs": len(self.docs),
-                                  "answer_position": self.answer_index}
+        """What a trial records about its context."""
+        out: dict[str, object] = {"answer_doc": self.answer_doc, "depth_actual": round(self.depth, 2),
+                                  "context_tokens": self.tokens, "n_docs": len(self.units),
+                                  "answer_position": self.gold_index}
         if self.target is not None:
             out["target_tokens"] = self.target
         return out
 
 
-def fill(answer: str, pool: Sequence[str], counts: Mapping[str, int], budget: int, sep: int) -> list[str]:
-    """Distractors taken from ``pool`` in order while they fit beside the answer in ``budget`` tokens.
-
-    A distractor that does not fit is passed over and later, smaller ones may still fit.
-    """
-    total = counts[answer]
-    chosen: list[str] = []
-    for name in pool:
-        if name != answer and total + sep + counts[name] <= budget:
-            chosen.append(name)
-            total += sep + counts[name]
-    return chosen
+def _stack(built: Haystack, target: int | None = None) -> Stack:
+    return Stack(built.units, built.gold_index, built.separator, target)
 
 
-def boundary_starts(distractors: Sequence[str], counts: Mapping[str, int], sep: int) -> list[int]:
-    """Tokens before the answer document when it is inserted before distractor i (i = 0..n)."""
-    starts = [0]
-    for name in distractors:
-        starts.append(starts[-1] + counts[name] + sep)
-    return starts
-
-
-def place(answer: str, distractors: Sequence[str], counts: Mapping[str, int], sep: int, index: int) -> Haystack:
-    """Insert the answer document before distractor ``index`` (``len(distractors)`` = last)."""
-    order = (*distractors[:index], answer, *distractors[index:])
-    tokens = sum(counts[name] for name in order) + sep * (len(order) - 1)
-    return Haystack(docs=order, answer_index=index, tokens=tokens,
-                    answer_start=boundary_starts(distractors, counts, sep)[index], answer_tokens=counts[answer])
-
-
-def nearest_boundary(distractors: Sequence[str], counts: Mapping[str, int], sep: int, depth: float) -> int:
-    """The boundary whose token depth is nearest ``depth`` percent (ties: the earlier one)."""
-    starts = boundary_starts(distractors, counts, sep)
-    target = depth / 100 * starts[-1]
-    return min(range(len(starts)), key=lambda i: (abs(starts[i] - target), i))
-
-
-def at_depth(answer: str, pool: Sequence[str], counts: Mapping[str, int], sep: int, budget: int,
-             depth: float, reorder: random.Random | None = None) -> Haystack:
-    """Fill ``budget`` with distractors from ``pool`` (then shuffled with ``reorder``, if given) and put the
-    answer at ``depth`` percent."""
-    distractors = fill(answer, pool, counts, budget, sep)
+def at_depth(answer: Unit, pool: Sequence[Unit], sep: int, budget: int, depth: float,
+             reorder: random.Random | None = None) -> Stack:
+    """Distractors taken from ``pool`` in order while they fit beside the answer in ``budget`` (then shuffled
+    with ``reorder``, if given), the answer at the boundary nearest ``depth`` percent."""
+    distractors = haystack.fill(answer, pool, budget, separator=sep)
     if reorder is not None:
         reorder.shuffle(distractors)
-    return place(answer, distractors, counts, sep, nearest_boundary(distractors, counts, sep, depth))
+    return _stack(haystack.at_depth(answer, distractors, depth, sep))
 
 
-def of_size(answer: str, pool: Sequence[str], counts: Mapping[str, int], sep: int, target: int,
-            rng: random.Random) -> Haystack:
+def of_size(answer: Unit, pool: Sequence[Unit], sep: int, target: int, rng: random.Random) -> Stack:
     """The answer alone, plus distractors up to ``target`` tokens; the answer at a random boundary.
 
     A target smaller than the answer document gives the answer document alone.
     """
-    distractors = fill(answer, pool, counts, max(target, counts[answer]), sep)
-    return replace(place(answer, distractors, counts, sep, rng.randrange(len(distractors) + 1)), target=target)
+    distractors = haystack.fill(answer, pool, max(target, answer.tokens), separator=sep)
+    return _stack(haystack.place(answer, distractors, rng.randrange(len(distractors) + 1), sep), target)
 
 
-def render(haystack: Haystack, blocks: Mapping[str, str]) -> str:
+def render(stack: Haystack) -> str:
     """The context text: each document's block, in order, separated by blank lines."""
-    return SEPARATOR.join(blocks[name] for name in haystack.docs)
+    return haystack.render(stack, SEPARATOR)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import re
 
-from pytest_longctx.backends.base import Oracle, Request
+from pytest_longctx import Oracle, Request
 from pytest_longctx.errors import LongctxError
 from pytest_longctx.experiments.docs.jsonish import json_values
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_longctx import mcnemar_exact
 from pytest_longctx.reporting.charts import Figure
 from pytest_longctx.reporting.figures import accuracy_lines, judge_agreement, mean_lines
-from pytest_longctx.results.stats import mcnemar_exact
 
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]

@@ -15,7 +15,7 @@ in the field layout of its two stated prompts (``Context:``, ``Question:``, then
 
 from __future__ import annotations
 
-from pytest_longctx.backends.base import Request
+from pytest_longctx import Request
 from pytest_longctx.templates import Template
 
 # Source: 003_ccebb67fa7538b2d.txt, "### 1. Task Generation" (word for word).

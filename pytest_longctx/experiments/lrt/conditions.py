@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_longctx.session.options import Settings
+from pytest_longctx import Settings
 
 #: cl100k tokens of one register line, measured (e.g. "line 1234: REGISTER_CONTENT is <56789>"); the
 #: README: 500 lines "roughly 7k tokens", 6,500 "roughly 97k".

@@ -19,13 +19,22 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from functools import cached_property
+
+import numpy as np
+
+from pytest_longctx.experiments.lrt import draws
+from pytest_longctx.experiments.lrt.draws import Ints
 
 # The Little Retrieval Test README ("Experiment Design"), word for word.
 INSTRUCTION = ("[EXECUTE THIS]: Go to line {k} and report only REGISTER_CONTENT, without any context or "
                "additional text, just the number, then EXIT")
 LINE = "line {i}: REGISTER_CONTENT is <{value}>"
+_LINE_PCT = "line %d: REGISTER_CONTENT is <%d>\n"  # LINE for str % (one C call renders a whole run of lines)
 #: The README's line format draws ``random.randint(1, 10000)``.
 SOURCE_VALUES = (1, 10_000)
+#: The longctx protocol's values: ``sample(range(10_000, 100_000), n)``.
+LONGCTX_VALUES = (10_000, 99_999)
 _SHUFFLE = re.compile(r"^(none|full|block-([1-9][0-9]*))$")
 _INT = re.compile(r"-?\d+")
 _SOURCE_INT = re.compile(r"\d+")  # the source's "simple regex to obtain only the retrieved number"
@@ -35,7 +44,7 @@ _SOURCE_INT = re.compile(r"\d+")  # the source's "simple regex to obtain only th
 class LrtFile:
     """A rendered file and the facts needed to score and explain an answer."""
 
-    lines: tuple[str, ...]
+    text: str  # the lines joined by "\n"
     order: tuple[int, ...]  # line number at each file position (0 = the instruction)
     values: dict[int, int]  # line number -> value
     target: int  # k
@@ -46,9 +55,9 @@ class LrtFile:
     def expected(self) -> int:
         return self.values[self.target]
 
-    @property
-    def text(self) -> str:
-        return "\n".join(self.lines)
+    @cached_property
+    def lines(self) -> tuple[str, ...]:
+        return tuple(self.text.split("\n"))
 
     def lines_of_value(self, value: int) -> list[int]:
         """Line numbers holding ``value``, in file order (the source reports the first)."""
@@ -69,45 +78,77 @@ def check_shuffle(mode: str) -> int | None:
 
 def shuffled_order(n: int, mode: str, rng: random.Random) -> list[int]:
     """Line numbers 1..n in file order under ``mode``."""
+    with draws.Stream(rng) as stream:
+        return _order(n, mode, stream).tolist()  # type: ignore[no-any-return]
+
+
+def _order(n: int, mode: str, stream: draws.Stream) -> Ints:
+    """Line numbers 1..n in file order: ``rng.shuffle`` of the lines (``full``) or of the blocks (``block-B``)."""
     block = check_shuffle(mode)
-    order = list(range(1, n + 1))
-    if mode == "full":
-        rng.shuffle(order)
-    elif block is not None:
-        blocks = [order[i:i + block] for i in range(0, n, block)]
-        rng.shuffle(blocks)
-        order = [line for b in blocks for line in b]
-    return order
+    if mode == "none":
+        return np.arange(1, n + 1, dtype=np.int64)
+    if block is None:  # full
+        order = list(range(1, n + 1))
+        draws.shuffle(stream, order)
+        return np.array(order, dtype=np.int64)
+    blocks = list(range(-(-n // block)))  # block b holds lines b*B+1 .. min((b+1)*B, n)
+    draws.shuffle(stream, blocks)
+    starts = np.array(blocks, dtype=np.int64) * block
+    sizes = np.minimum(block, n - starts)
+    offsets = np.cumsum(sizes) - sizes
+    return np.arange(n, dtype=np.int64) - np.repeat(offsets - starts, sizes) + 1
 
 
-def _render(order: list[int], values: dict[int, int], target: int) -> tuple[str, ...]:
-    return tuple(INSTRUCTION.format(k=target) if i == 0 else LINE.format(i=i, value=values[i]) for i in order)
+def _render(order: Ints, values: Ints, at: int, target: int) -> str:
+    """The file's text: lines in ``order`` (values[i - 1] on line i), the instruction at position ``at``."""
+    flat = np.empty(2 * len(order), dtype=np.int64)
+    flat[0::2] = order
+    flat[1::2] = values[order - 1]
+    args = flat.tolist()
+    parts = [(_LINE_PCT * (len(chunk) // 2) % tuple(chunk))[:-1] for chunk in (args[:2 * at], args[2 * at:])]
+    return "\n".join(part for part in (parts[0], INSTRUCTION.format(k=target), parts[1]) if part)
+
+
+def _file(order: Ints, values: Ints, target: int, at: int, protocol: str) -> LrtFile:
+    file_order = order.tolist()
+    file_order.insert(at, 0)
+    return LrtFile(text=_render(order, values, at, target), order=tuple(file_order),
+                   values=dict(zip(range(1, len(values) + 1), values.tolist(), strict=True)), target=target,
+                   instruction_at=at, protocol=protocol)
 
 
 def build_file(n: int, mode: str, rng: random.Random) -> LrtFile:
-    """longctx protocol: n lines with distinct random 5-digit values; the instruction strictly inside."""
+    """longctx protocol: n lines with distinct random 5-digit values; the instruction strictly inside.
+
+    The draws are ``rng.sample(range(10_000, 100_000), n)``, ``rng.randint(1, n)`` (the target),
+    the shuffle, then ``rng.randint(1, n - 1)`` (where the instruction goes), replayed in bulk (:mod:`.draws`).
+    """
     if n < 2:
         raise ValueError("an LRT file needs at least 2 lines")
-    values = dict(zip(range(1, n + 1), rng.sample(range(10_000, 100_000), n), strict=True))
-    target = rng.randint(1, n)
-    order = shuffled_order(n, mode, rng)
-    at = rng.randint(1, n - 1)  # strictly inside: never before the first or after the last line
-    order.insert(at, 0)
-    return LrtFile(lines=_render(order, values, target), order=tuple(order), values=values, target=target,
-                   instruction_at=at)
+    low, high = LONGCTX_VALUES
+    pool = not draws.uses_set_branch(high - low + 1, n)
+    if pool:  # more lines than sample()'s set branch takes: its pool branch, as it is
+        values = np.array(rng.sample(range(low, high + 1), n), dtype=np.int64)
+    with draws.Stream(rng) as stream:
+        if not pool:
+            values = draws.sample_indices(stream, high - low + 1, n) + low
+        target = 1 + stream.randbelow(n)
+        order = _order(n, mode, stream)
+        at = 1 + stream.randbelow(n - 1)  # strictly inside: never before the first or after the last line
+    return _file(order, values, target, at, "longctx")
 
 
 def build_source_file(n: int, mode: str, rng: random.Random) -> LrtFile:
     """source protocol: values ``randint(1, 10000)`` (repeats allowed), the instruction at any of the n + 1 gaps."""
     if n < 1:
         raise ValueError("an LRT file needs at least 1 line")
-    values = {i: rng.randint(*SOURCE_VALUES) for i in range(1, n + 1)}
-    target = rng.randint(1, n)
-    order = shuffled_order(n, mode, rng)
-    at = rng.randint(0, n)
-    order.insert(at, 0)
-    return LrtFile(lines=_render(order, values, target), order=tuple(order), values=values, target=target,
-                   instruction_at=at, protocol="source")
+    low, high = SOURCE_VALUES
+    with draws.Stream(rng) as stream:
+        values = draws.randbelow_many(stream, high - low + 1, n) + low
+        target = 1 + stream.randbelow(n)
+        order = _order(n, mode, stream)
+        at = stream.randbelow(n + 1)
+    return _file(order, values, target, at, "source")
 
 
 def first_int(text: str, *, source: bool = False) -> int | None:

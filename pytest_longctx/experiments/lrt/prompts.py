@@ -9,7 +9,7 @@ sends it too.
 
 from __future__ import annotations
 
-from pytest_longctx.backends.base import Request
+from pytest_longctx import Request
 from pytest_longctx.errors import LongctxError
 from pytest_longctx.experiments.lrt.files import LrtFile
 from pytest_longctx.templates import Template

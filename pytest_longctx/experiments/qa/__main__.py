@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import NoReturn
 
-from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx import ModelSpec, parse_model_spec
 from pytest_longctx.corpus.lookup import DATA_DIR_ENV
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
 from pytest_longctx.experiments.qa.federal_register import MAX_TOKENS, MIN_TOKENS, Issue, Section
@@ -194,9 +194,7 @@ def _check_output(files: OutputFiles, what: str) -> None:
 
 async def _run(spec: ModelSpec, todo: list[Section], args: argparse.Namespace, cache_dir: Path,
                examples: list[Example], issue: Issue, files: OutputFiles) -> list[Outcome]:
-    from pytest_longctx.backends import build_backend
-    from pytest_longctx.dispatch.cache import ResponseCache
-    from pytest_longctx.dispatch.client import ModelClient
+    from pytest_longctx import ModelClient, ResponseCache, build_backend
 
     backend = build_backend(spec, context_window=spec.profile.context_window, max_concurrency=args.concurrency)
     cache = None if args.no_cache else ResponseCache(cache_dir)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_longctx import Settings
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.experiments.qa import baseline, source
 from pytest_longctx.experiments.qa.conditions import CANDIDATES, RESERVE, qa_sizes
@@ -19,7 +20,6 @@ from pytest_longctx.experiments.qa.federal_register import Issue, load_issue, lo
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.experiments.qa.questions import load_questions
 from pytest_longctx.experiments.qa.sizing import choose_sizes
-from pytest_longctx.session.options import Settings
 
 #: Tokens a written section adds beyond its cl100k count (wrapper tags and separator), per protocol.
 OVERHEAD = {"longctx": 8, "source": 1}

@@ -15,15 +15,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_longctx.context.haystack import Haystack, Unit, at_depth
 from pytest_longctx.experiments.qa import baseline, source
-from pytest_longctx.experiments.qa.collage import SEPARATOR, Collage, Piece, depth_of, place, render
+from pytest_longctx.experiments.qa.collage import SEPARATOR, WRAP, depth_of, render
 from pytest_longctx.experiments.qa.federal_register import Issue
 from pytest_longctx.experiments.qa.mcqa import Shuffled, shuffle_options
 from pytest_longctx.experiments.qa.questions import Question
 from pytest_longctx.experiments.qa.sizing import fill_close, tolerance
 from pytest_longctx.util.fsutil import atomic_write_text
-
-WRAP = "<section>\n{text}\n</section>"
 
 
 @dataclass(frozen=True)
@@ -62,7 +61,7 @@ def piece_tokens(issue: Issue, count: Callable[[str], int], tokenizer: str, cach
 class Built:
     """One context: the collage, its text, and its tokens counted as a whole."""
 
-    collage: Collage
+    collage: Haystack
     text: str
     tokens: int
 
@@ -73,7 +72,7 @@ class QaData:
 
     issue: Issue
     questions: list[Question]
-    pieces: dict[str, Piece]
+    pieces: dict[str, Unit]
     pool: list[Question]
     excluded: int
     baseline_file: str | None
@@ -81,7 +80,7 @@ class QaData:
     fixture_sha: str
     protocol: str = "longctx"
     #: Distractor sections from further issues (``--longctx-fr-date A,B``), ids prefixed ``<date>:``.
-    extra: dict[str, Piece] = field(default_factory=dict)
+    extra: dict[str, Unit] = field(default_factory=dict)
     count: Callable[[str], int] | None = None
     #: Questions with a stored baseline result (answered right or not).
     baseline_known: int = 0
@@ -94,11 +93,11 @@ class QaData:
              protocol: str = "longctx", extra: Sequence[Issue] = ()) -> QaData:
         fmt = FORMATS[protocol]
         tokens = piece_tokens(issue, count, tokenizer, cache_dir, fmt)
-        pieces = {s.id: Piece(s.id, s.text, tokens[s.id]) for s in issue.sections}
-        more: dict[str, Piece] = {}
+        pieces = {s.id: Unit(s.id, s.text, tokens[s.id]) for s in issue.sections}
+        more: dict[str, Unit] = {}
         for other in extra:
             counts = piece_tokens(other, count, tokenizer, cache_dir, fmt)
-            more.update({f"{other.date}:{s.id}": Piece(f"{other.date}:{s.id}", s.text, counts[s.id])
+            more.update({f"{other.date}:{s.id}": Unit(f"{other.date}:{s.id}", s.text, counts[s.id])
                          for s in other.sections})
         known = {q.id: q for q in questions if q.section_id in pieces}
         order = sorted(known)
@@ -156,15 +155,16 @@ class QaData:
         """``--longctx-samples all``: the sample-th eligible question, None past the end."""
         return self.pool[sample] if sample < len(self.pool) else None
 
-    def collage(self, question: Question, budget: int, position: str | float, rng: random.Random) -> Collage:
-        """The relevant section among shuffled others filling ``budget`` (by per-section counts)."""
+    def collage(self, question: Question, budget: int, position: str | float, rng: random.Random) -> Haystack:
+        """The relevant section among shuffled others filling ``budget`` (by per-section counts, each with its
+        separator: the core builder with ``separator=0``)."""
         gold = self.pieces[question.section_id]
         others = [self.pieces[k] for k in sorted(self.pieces) if k != question.section_id]
         others += [self.extra[k] for k in sorted(self.extra)]
         fillers = fill_close(gold, others, budget, rng)
         if self.protocol == "source":
             return source.place(gold, fillers, str(position))
-        return place(gold, fillers, depth_of(position))
+        return at_depth(gold, fillers, depth_of(position))
 
     def build(self, question: Question, budget: int, position: str | float, seed: str) -> Built:
         """A context whose whole-text token count is within tolerance of ``budget`` and never above it.
@@ -197,7 +197,7 @@ class QaData:
             self._counted[key] = self.count(text)
         return self._counted[key]
 
-    def context_examples(self, collage: Collage, question: Question, count: int, rng: random.Random,
+    def context_examples(self, collage: Haystack, question: Question, count: int, rng: random.Random,
                          ) -> list[Shuffled]:
         """``count`` example questions about other sections present in this context (never the test question).
 
@@ -210,7 +210,7 @@ class QaData:
         chosen = rng.sample(candidates, min(count, len(candidates)))
         return [shuffle_options(q, rng) for q in chosen]
 
-    def render(self, collage: Collage) -> str:
+    def render(self, collage: Haystack) -> str:
         if self.protocol == "source":
             return source.render(collage)
         return render(collage, WRAP)

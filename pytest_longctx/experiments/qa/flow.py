@@ -6,12 +6,11 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_longctx.backends.base import Oracle
+from pytest_longctx import Oracle, Trial
 from pytest_longctx.experiments.qa import source
 from pytest_longctx.experiments.qa.mcqa import Shuffled, build_request, ideal_output, shuffle_options
 from pytest_longctx.experiments.qa.questions import Question
 from pytest_longctx.experiments.qa.scoring import extract_choice
-from pytest_longctx.session.trial import Trial
 
 
 def option_rng(seed: int, question: Question, sample: int) -> random.Random:

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx import ModelClient
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
 from pytest_longctx.experiments.qa.federal_register import Issue, Section, load_issue, locate
 from pytest_longctx.experiments.qa.generate_parse import Draft, item_problems, parse_reply, verbatim

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_longctx.backends.base import Message, Request
+from pytest_longctx import Message, Request
 from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.qa.questions import Question, normalize
 

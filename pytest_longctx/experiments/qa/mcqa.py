@@ -6,7 +6,7 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_longctx.backends.base import Request, shared_prefix_end
+from pytest_longctx import Request, shared_prefix_end
 from pytest_longctx.experiments.qa import templates as T
 from pytest_longctx.experiments.qa.questions import Question
 from pytest_longctx.experiments.qa.scoring import LETTERS

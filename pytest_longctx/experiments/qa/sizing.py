@@ -10,12 +10,11 @@ import math
 import random
 from collections.abc import Sequence
 
-from pytest_longctx.experiments.qa.collage import Piece
+from pytest_longctx.context.haystack import Unit, fill
 
 #: Share of the label a context may fall short of it, and the floor of that allowance in tokens.
 SHORTFALL = 0.02
 MIN_SHORTFALL = 250
-_MAX_SWAPS = 64
 
 
 def tolerance(label: int) -> int:
@@ -23,44 +22,17 @@ def tolerance(label: int) -> int:
     return max(math.ceil(SHORTFALL * label), MIN_SHORTFALL)
 
 
-def fill_close(gold: Piece, others: Sequence[Piece], budget: int, rng: random.Random) -> list[Piece]:
+def fill_close(gold: Unit, others: Sequence[Unit], budget: int, rng: random.Random) -> list[Unit]:
     """Shuffled others that fit beside ``gold`` in ``budget``, topped up by swaps to within tolerance.
 
     First fit over a seeded shuffle, then, while the gap exceeds the tolerance, the one swap (a chosen
-    piece out, a larger unchosen one in) that closes most of the gap without going over. Never over budget.
+    piece out, a larger unchosen one in) that closes most of the gap without going over (the core
+    builder's :func:`~pytest_longctx.context.haystack.fill`). Never over budget.
     """
-    if gold.tokens > budget:
-        raise ValueError(f"relevant section {gold.id} has {gold.tokens} tokens, more than the budget {budget}")
-    pool = [p for p in others if p.id != gold.id]
-    rng.shuffle(pool)
-    used = gold.tokens
-    chosen: list[Piece] = []
-    rest: list[Piece] = []
-    for piece in pool:
-        if used + piece.tokens <= budget:
-            chosen.append(piece)
-            used += piece.tokens
-        else:
-            rest.append(piece)
-    for _ in range(_MAX_SWAPS):
-        gap = budget - used
-        if gap <= tolerance(budget) or not rest:
-            break
-        best: tuple[int, int, int] | None = None
-        for i, out in enumerate(chosen):
-            for j, into in enumerate(rest):
-                gain = into.tokens - out.tokens
-                if 0 < gain <= gap and (best is None or gain > best[0]):
-                    best = (gain, i, j)
-        if best is None:
-            break
-        gain, i, j = best
-        chosen[i], rest[j] = rest[j], chosen[i]
-        used += gain
-    return chosen
+    return fill(gold, others, budget, rng=rng, within=tolerance(budget))
 
 
-def capacity(pieces: Sequence[Piece]) -> int:
+def capacity(pieces: Sequence[Unit]) -> int:
     """The largest context the pieces can fill: all of them."""
     return sum(p.tokens for p in pieces)
 

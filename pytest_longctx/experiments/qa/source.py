@@ -15,9 +15,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_longctx.backends.base import Request, shared_prefix_end
+from pytest_longctx import Request, shared_prefix_end
+from pytest_longctx.context import haystack
+from pytest_longctx.context.haystack import Haystack, Unit
 from pytest_longctx.experiments.qa import source_prompts as P
-from pytest_longctx.experiments.qa.collage import Collage, Piece
 from pytest_longctx.experiments.qa.mcqa import Shuffled
 from pytest_longctx.experiments.qa.scoring import LETTERS
 from pytest_longctx.templates import Template
@@ -127,15 +128,12 @@ class Layout:
         raise ValueError(f"source positions are beginning, middle and end, not {self.position!r}")
 
 
-def place(gold: Piece, fillers: Sequence[Piece], position: str) -> Collage:
-    """Put ``gold`` among ``fillers`` at the source's chunk index for ``position``."""
-    index = Layout(position).index(len(fillers))
-    pieces = (*fillers[:index], gold, *fillers[index:])
-    offset = sum(p.tokens for p in fillers[:index])
-    return Collage(pieces=tuple(pieces), gold_index=index, tokens=offset + gold.tokens
-                   + sum(p.tokens for p in fillers[index:]), gold_offset=offset)
+def place(gold: Unit, fillers: Sequence[Unit], position: str) -> Haystack:
+    """Put ``gold`` among ``fillers`` at the source's chunk index for ``position`` (the core builder's index
+    placement; the depth it lands at is recorded as for any other collage)."""
+    return haystack.place(gold, fillers, Layout(position).index(len(fillers)))
 
 
-def render(collage: Collage) -> str:
+def render(collage: Haystack) -> str:
     """The source's collage text: raw chunks joined by four newlines (In [28])."""
-    return SEPARATOR.join(p.text for p in collage.pieces)
+    return haystack.render(collage, SEPARATOR)
