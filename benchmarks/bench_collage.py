@@ -14,9 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from pytest_longctx.context.haystack import Unit
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import UsageError
-from pytest_longctx.experiments.qa.collage import Piece, build_collage
+from pytest_longctx.experiments.qa.collage import build_collage
 from pytest_longctx.experiments.qa.experiment import WRAP, QaData
 from pytest_longctx.experiments.qa.federal_register import load_issue, locate
 from pytest_longctx.experiments.qa.questions import load_questions
@@ -51,7 +52,7 @@ def main() -> None:
         start = time.perf_counter()
         for i in range(args.contexts):  # the naive way: count every section again for every context
             q = qa.question(i, args.budget)
-            pieces = {s.id: Piece(s.id, s.text, counter.count(WRAP.format(text=s.text.strip("\n"))) + 1)
+            pieces = {s.id: Unit(s.id, s.text, counter.count(WRAP.format(text=s.text.strip("\n"))) + 1)
                       for s in issue.sections}
             others = [pieces[k] for k in sorted(pieces) if k != q.section_id]
             collage = build_collage(pieces[q.section_id], others, args.budget, 50, random.Random(i))

@@ -90,7 +90,8 @@ SIZED_EVAL = '''
 import pytest
 
 from pytest_longctx import Request
-from pytest_longctx.experiments.qa.collage import Piece, build_collage, render
+from pytest_longctx.context.haystack import Unit
+from pytest_longctx.experiments.qa.collage import build_collage, render
 
 WORDS = "alpha beta, gamma: delta (epsilon) zeta-eta theta; iota kappa lambda mu nu xi omicron pi rho".split()
 pytestmark = pytest.mark.longctx("sized")
@@ -99,7 +100,7 @@ pytestmark = pytest.mark.longctx("sized")
 @pytest.mark.parametrize("budget", [300, 1200])
 async def test_sized(longctx, budget):
     texts = [" ".join(longctx.rng.choice(WORDS) for _ in range(longctx.rng.randint(10, 60))) for _ in range(40)]
-    pieces = [Piece(str(i), t, longctx.count_tokens(render_one(t)) + longctx.count_tokens("\\n\\n"))
+    pieces = [Unit(str(i), t, longctx.count_tokens(render_one(t)) + longctx.count_tokens("\\n\\n"))
               for i, t in enumerate(texts)]
     collage = build_collage(pieces[0], pieces[1:], budget, 50, longctx.rng)
     text = render(collage)

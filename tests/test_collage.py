@@ -7,16 +7,17 @@ from pathlib import Path
 
 import pytest
 
+from pytest_longctx.context.haystack import Unit, at_depth
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.experiments.qa.collage import Piece, build_collage, depth_of, render
+from pytest_longctx.experiments.qa.collage import build_collage, depth_of, render
 from pytest_longctx.experiments.qa.experiment import QaData
 from pytest_longctx.experiments.qa.federal_register import load_issue
 from pytest_longctx.experiments.qa.questions import load_questions
 from tests.corpus_data import QUESTIONS
 
 
-def pieces(n: int, rng: random.Random) -> list[Piece]:
-    return [Piece(f"p{i:03d}", f"text {i}", rng.randint(50, 500)) for i in range(n)]
+def pieces(n: int, rng: random.Random) -> list[Unit]:
+    return [Unit(f"p{i:03d}", f"text {i}", rng.randint(50, 500)) for i in range(n)]
 
 
 @pytest.mark.parametrize("seed", range(30))
@@ -29,32 +30,30 @@ def test_gold_once_within_budget_at_depth(seed: int, position: str | int) -> Non
     collage = build_collage(gold, others, budget, position, random.Random(seed))
     assert collage.ids().count(gold.id) == 1
     assert collage.tokens <= budget
-    assert collage.tokens == sum(p.tokens for p in collage.pieces)
-    fillers = [p for p in collage.pieces if p.id != gold.id]
+    assert collage.tokens == sum(p.tokens for p in collage.units)
+    fillers = [p for p in collage.units if p.id != gold.id]
     target = depth_of(position) / 100 * sum(p.tokens for p in fillers)
     # within one section's granularity of the requested depth
-    assert abs(collage.gold_offset - target) <= max(p.tokens for p in fillers)
+    assert abs(collage.start - target) <= max(p.tokens for p in fillers)
     if depth_of(position) == 0:
         assert collage.gold_index == 0
     if depth_of(position) == 100:
-        assert collage.gold_index == len(collage.pieces) - 1
+        assert collage.gold_index == len(collage.units) - 1
 
 
 def test_middle_is_token_depth_not_chunk_index() -> None:
-    big = [Piece(f"b{i}", "x", 1000) for i in range(3)]
-    small = [Piece(f"s{i}", "x", 10) for i in range(30)]
-    gold = Piece("gold", "g", 100)
-    from pytest_longctx.experiments.qa.collage import place
-
-    collage = place(gold, big + small, 50)
+    big = [Unit(f"b{i}", "x", 1000) for i in range(3)]
+    small = [Unit(f"s{i}", "x", 10) for i in range(30)]
+    gold = Unit("gold", "g", 100)
+    collage = at_depth(gold, big + small, 50)
     # the fillers hold 3300 tokens; the middle is at 1650, i.e. after the second big section
-    assert collage.gold_offset in (1000, 2000)
+    assert collage.start in (1000, 2000)
     assert collage.gold_index in (1, 2)
 
 
 def test_budget_smaller_than_gold_is_an_error() -> None:
     with pytest.raises(ValueError, match="more than the budget"):
-        build_collage(Piece("g", "x", 900), [], 500, "middle", random.Random(0))
+        build_collage(Unit("g", "x", 900), [], 500, "middle", random.Random(0))
 
 
 def test_same_seed_same_collage() -> None:
@@ -82,7 +81,7 @@ def test_real_context_token_count_stays_within_budget(qa: QaData, budget: int) -
         assert text.count(qa.pieces[q.section_id].text.strip("\n")) == 1
         actual = counter.count(text)
         assert actual <= budget, (actual, collage.tokens)
-        assert abs(actual - collage.tokens) <= len(collage.pieces) + 2
+        assert abs(actual - collage.tokens) <= len(collage.units) + 2
 
 
 def test_context_examples_come_from_sections_in_the_context(qa: QaData) -> None:
@@ -98,6 +97,6 @@ def test_context_examples_come_from_sections_in_the_context(qa: QaData) -> None:
 
 
 def test_render_separates_sections_clearly() -> None:
-    ps = [Piece("a", "alpha", 5), Piece("b", "beta", 5)]
+    ps = [Unit("a", "alpha", 5), Unit("b", "beta", 5)]
     collage = build_collage(ps[0], ps[1:], 100, "end", random.Random(0))
     assert render(collage) == "<section>\nbeta\n</section>\n\n<section>\nalpha\n</section>"

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from pytest_longctx.context.haystack import Unit
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.experiments.qa import source
 from pytest_longctx.experiments.qa import source_prompts as P
-from pytest_longctx.experiments.qa.collage import Piece
 from pytest_longctx.experiments.qa.experiment import QaData
 from pytest_longctx.experiments.qa.federal_register import load_issue
 from pytest_longctx.experiments.qa.questions import load_questions
@@ -77,8 +77,8 @@ def test_answers_are_parsed_as_the_study_did(completion: str, parsed: str) -> No
     assert source.parse_answer(completion) == parsed
 
 
-def _pieces(n: int, rng: random.Random) -> list[Piece]:
-    return [Piece(f"p{i:03d}", f"text {i}", rng.randrange(200, 5000)) for i in range(n)]
+def _pieces(n: int, rng: random.Random) -> list[Unit]:
+    return [Unit(f"p{i:03d}", f"text {i}", rng.randrange(200, 5000)) for i in range(n)]
 
 
 @pytest.mark.parametrize("position", ["beginning", "middle", "end"])
@@ -86,7 +86,7 @@ def test_source_layout_places_the_relevant_chunk_once(position: str) -> None:
     ps = _pieces(40, random.Random(3))
     fillers = fill_close(ps[0], ps[1:], 60_000, random.Random(1))
     collage = source.place(ps[0], fillers, position)
-    assert [p.id for p in collage.pieces].count("p000") == 1
+    assert collage.ids().count("p000") == 1
     assert collage.gold_index == {"beginning": 0, "middle": 19, "end": len(fillers)}[position]
 
 
@@ -138,7 +138,7 @@ def test_a_second_issue_adds_distractors_and_capacity(tmp_path: Path, fr_xml: Pa
     question = both.question(0, budget)
     built = both.build(question, budget, "middle", "seed")
     assert budget - tolerance(budget) <= built.tokens <= budget
-    assert any(p.id.startswith("2024-02-13:") for p in built.collage.pieces)
+    assert any(p.id.startswith("2024-02-13:") for p in built.collage.units)
     assert built.text.count(both.pieces[question.section_id].text.strip("\n")) == 1
     with pytest.raises(ValueError, match="short of"):
         alone.build(question, budget, "middle", "seed")

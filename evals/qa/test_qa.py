@@ -44,10 +44,10 @@ async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_to
         shots = []
     given, expected = await ask_mc(longctx, question, built.text, prompt=prompt, examples=shots,
                                    scoring=settings.scoring, protocol=settings.protocol, variant=examples, detail={
-        "depth_requested": where, "depth_achieved": round(collage.depth, 2), "gold_offset": collage.gold_offset,
+        "depth_requested": where, "depth_achieved": round(collage.depth, 2), "gold_offset": collage.start,
         "context_tokens_label": context_tokens, "context_tokens_actual": built.tokens,
-        "sections": len(collage.pieces), "gold_index": collage.gold_index,
-        "distractor_issues": len({p.id.split(":")[0] for p in collage.pieces if ":" in p.id}),
+        "sections": len(collage.units), "gold_index": collage.gold_index,
+        "distractor_issues": len({p.id.split(":")[0] for p in collage.units if ":" in p.id}),
         "baseline_excluded": qa.excluded, "baseline_file": qa.baseline_file,
         "size_note": qa_plan.size_note, "fixtures": {"questions": qa.fixture_sha},
     })
