@@ -29,17 +29,17 @@ class TiktokenCounter:
 
     name = TIKTOKEN_NAME
 
-    def __init__(self) -> None:
-        self._encoding = _cl100k()
+    # The encoding loads on first use (~0.4 s a process): a counter made only in case, e.g. by a plan whose
+    # token counts are all cached, or in a worker that collects experiments it will not run, costs nothing.
 
     def count(self, text: str) -> int:
-        return len(self._encoding.encode(text, disallowed_special=()))
+        return len(_cl100k().encode(text, disallowed_special=()))
 
     def encode(self, text: str) -> list[int]:
-        return list(self._encoding.encode(text, disallowed_special=()))
+        return list(_cl100k().encode(text, disallowed_special=()))
 
     def decode(self, tokens: list[int]) -> str:
-        return str(self._encoding.decode(tokens))
+        return str(_cl100k().decode(tokens))
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,7 +11,6 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_longctx.experiments.lrt.files import SOURCE_VALUES
 from pytest_longctx.reporting.charts import Figure
 from pytest_longctx.reporting.figures import accuracy_lines, miss_histogram
 
@@ -28,7 +27,10 @@ def protocol_of(trials: Trials) -> str:
 
 def chance(protocol: str) -> float:
     """Probability that a guessed value is right: 1 in the size of the value range."""
-    low, high = SOURCE_VALUES if protocol == "source" else (10_000, 99_999)
+    # Imported here: files.py loads numpy, which the controller's report otherwise never needs.
+    from pytest_longctx.experiments.lrt.files import LONGCTX_VALUES, SOURCE_VALUES
+
+    low, high = SOURCE_VALUES if protocol == "source" else LONGCTX_VALUES
     return 1 / (high - low + 1)
 
 
