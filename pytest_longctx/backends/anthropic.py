@@ -19,13 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.backends.retry import Retrier, RetryPolicy, Verdict, retry_after_seconds
+from pytest_longctx.backends.retry import RETRY_STATUSES, Retrier, RetryPolicy, Verdict, retry_after_seconds
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import NotCachedError
 from pytest_longctx.util.fsutil import atomic_write_text
 
 DEFAULT_BASE_URL = "https://api.anthropic.com"
-RETRY_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 FATAL_CODES = ("spend_limit", "billing", "organization_on_hold", "payment")
 
 
@@ -100,7 +99,7 @@ def classify(exc: BaseException) -> tuple[str, float | None]:
         message = str(exc).lower()
         if status in (401, 402, 403) or any(c in code for c in FATAL_CODES) or "credit balance" in message:
             return "fatal", None
-        if status in RETRY_STATUS:
+        if status in RETRY_STATUSES:
             return "retry", retry_after_seconds(exc.response.headers if exc.response is not None else None)
         return "fail", None
     if isinstance(exc, ValueError):  # a body the SDK could not decode

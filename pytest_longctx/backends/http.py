@@ -12,10 +12,8 @@ from typing import Any
 
 import httpx
 
-from pytest_longctx.backends.retry import Retrier, Verdict, retry_after_seconds
+from pytest_longctx.backends.retry import RETRY_STATUSES, Retrier, Verdict, retry_after_seconds
 
-#: Statuses worth another try: rate limits, overload, gateway trouble.
-RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 #: Error codes (OpenAI's ``error.code``/``error.type``) and phrases of errors no retry can fix.
 _FATAL_MARKERS = ("insufficient_quota", "billing_hard_limit", "billing_not_active", "exceeded your current quota",
                   "spend_limit", "credit balance")

@@ -16,8 +16,6 @@ WRITE_FACTOR = 1.25
 READ_FACTOR = 0.1
 #: How long an entry lives after its last use, in seconds (the API's default ``ttl``).
 LIFETIME_S = 300.0
-#: Providers whose API caches marked prompt prefixes (``--longctx-prompt-cache auto`` turns it on for them).
-PROVIDERS = ("anthropic",)
 #: Shortest cacheable prefix in tokens by model family (Anthropic's documentation; the first match wins).
 _MIN_TOKENS = (("haiku-4", 4096), ("opus-4-5", 4096), ("opus-4-6", 4096), ("opus-4.5", 4096), ("opus-4.6", 4096),
                ("sonnet-4-6", 2048), ("sonnet-4.6", 2048), ("haiku", 2048))
@@ -25,8 +23,11 @@ DEFAULT_MIN_TOKENS = 1024
 
 
 def caches_prompts(provider: str) -> bool:
-    """True when ``provider``'s API has prompt caching."""
-    return provider in PROVIDERS
+    """True when ``provider``'s API has prompt caching (``Provider.prompt_cache`` in the registry;
+    ``--longctx-prompt-cache auto`` turns it on for them)."""
+    from pytest_longctx.backends.registry import provider_of
+
+    return provider_of(provider).prompt_cache
 
 
 def min_cacheable_tokens(model: str) -> int:

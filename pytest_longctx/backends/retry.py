@@ -26,6 +26,8 @@ from pytest_longctx.errors import BackendError, FatalBackendError
 T = TypeVar("T")
 
 
+#: HTTP statuses worth another try, for every backend: rate limits, overload, gateway trouble.
+RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 #: Environment variable scaling the backoff: seconds of the first retry's upper bound (default 0.5).
 BASE_ENV = "LONGCTX_RETRY_BASE_S"
 

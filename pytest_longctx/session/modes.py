@@ -12,6 +12,7 @@ import os
 import re
 
 from pytest_longctx.backends.prompt_cache import caches_prompts
+from pytest_longctx.backends.registry import offering
 from pytest_longctx.errors import UsageError
 from pytest_longctx.session.options import Settings
 from pytest_longctx.util.fsutil import folder_problem
@@ -45,7 +46,7 @@ def check_settings(s: Settings) -> None:
         raise UsageError("--longctx-batch: cannot be combined with --longctx-cache replay (replay never sends "
                          "or submits a request); drop one of them")
     if s.prompt_cache_mode == "on" and not caches_prompts(s.model.provider):
-        raise UsageError(f"--longctx-prompt-cache on: only anthropic/* models have prompt caching, not "
+        raise UsageError(f"--longctx-prompt-cache on: only {offering('prompt_cache')} models have prompt caching, not "
                          f"{s.model.spec}; use auto or off")
     if s.plan_out is not None:
         if not s.plan:

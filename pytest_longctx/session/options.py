@@ -76,9 +76,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("prefetch", "auto", "send every request of the run up front with --longctx-max-concurrency in flight, "
               "so tests find their answers cached: auto (remote models with the cache on), on, off (default: auto)"),
     OptionDef("batch", "false", "send the run's requests through the Message Batches API (half price), wait, "
-              "then score; resumable (anthropic only) (default: false)"),
+              f"then score; resumable ({offering('batches')} only) (default: false)"),
     OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
-              "tiktoken (anthropic only; counts are cached) (default: false)"),
+              f"tiktoken ({offering('token_counting')} only; counts are cached) (default: false)"),
     OptionDef("scoring", None, "multiple choice: generate (read the answer letter) or logprob "
               "(likelihood of each letter; local models) (default: logprob for local models, else generate; "
               "the source protocol always generates)"),
@@ -88,7 +88,8 @@ OPTIONS: tuple[OptionDef, ...] = (
               "model profile's sizes, never more than the corpus fills)"),
     OptionDef("prompt-cache", "auto", "mark the prompt prefix that sibling requests share (e.g. the 8 prompt "
               "variants of a qa cell) with a prompt-cache breakpoint, so it is billed once at 1.25x and then read at "
-              "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)"),
+              f"0.1x: on, off, or auto (on for providers with prompt caching: {offering('prompt_cache')}) "
+              "(default: auto)"),
     OptionDef("lrt-lines", None, "LRT file sizes in lines, comma-separated, e.g. 500,1000,6500 (default: the model "
               "profile's sizes; the source protocol: the source's 500..6500 that fit the window)"),
 )
