@@ -13,6 +13,7 @@ whose answers are all cached.
 
     python benchmarks/bench_throughput.py                       # N=640 and N=2560, prefetch on and off
     python benchmarks/bench_throughput.py --sizes 640 --off-sizes 640 --latency 0.25 --workers 8 --concurrency 64
+    python benchmarks/bench_throughput.py --lrt                 # issue #14: LRT sweep vs the bare SDK, L=2.0, 0.25
 """
 
 from __future__ import annotations
@@ -179,8 +180,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="640,2560", help="N for prefetch runs (default 640,2560)")
     parser.add_argument("--off-sizes", default="640", help="N for prefetch-off runs (default 640)")
     parser.add_argument("--plan", action="store_true", help="also time the plan run alone and a warm re-run")
+    parser.add_argument("--lrt", action="store_true",
+                        help="instead: the LRT sweep of evals/lrt against the bare SDK (see lrt_sweep.py)")
+    parser.add_argument("--samples", type=int, default=48, help="--lrt: --longctx-samples (default 48: 960 requests)")
+    parser.add_argument("--latencies", default="2.0,0.25", help="--lrt: server latencies, s (default 2.0,0.25)")
     args = parser.parse_args(argv)
     key = "sk-ant-bench-not-a-real-key"
+    if args.lrt:
+        return lrt_main(args, key)
     sizes = [int(x) for x in args.sizes.split(",") if x]
     off_sizes = [int(x) for x in args.off_sizes.split(",") if x]
     root = Path(tempfile.mkdtemp(prefix="longctx-bench-"))
@@ -235,6 +242,21 @@ def main(argv: list[str] | None = None) -> int:
     for line in extras:
         print(line)
     return 0 if all(r.exit_code == 0 for r in results) else 1
+
+
+def lrt_main(args: argparse.Namespace, key: str) -> int:
+    """``--lrt``: the suite's LRT sweep and the bare SDK on the same prompts, per latency."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from lrt_sweep import lrt_benchmark
+
+    root = Path(tempfile.mkdtemp(prefix="longctx-bench-lrt-"))
+    try:
+        lines = lrt_benchmark(root, latencies=[float(x) for x in args.latencies.split(",") if x],
+                              samples=args.samples, workers=args.workers, concurrency=args.concurrency, key=key)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print("\n" + "\n".join(lines))
+    return 0
 
 
 if __name__ == "__main__":

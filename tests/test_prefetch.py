@@ -245,6 +245,10 @@ def test_two_workers_keep_the_whole_concurrency_in_flight(longctx_runner: Any, a
     record = run.record
     assert run.ret == 0 and [t["outcome"] for t in record["trials"]] == ["correct"] * 32
     assert record["prefetch"]["requests"] == record["prefetch"]["sent"] == 32
+    rates = record["prefetch"]["rates"]  # the producer's rate beside what the lanes need (C / latency)
+    assert rates["planned"] == 32 and rates["plan_requests_per_s"] > 0
+    assert rates["mean_latency_s"] >= 0.4 and 0 < rates["lanes_need_requests_per_s"] <= 16 / 0.4
+    assert any(note.startswith("prefetch: the plan produced 32 requests") for note in record["notes"])
     assert srv.stats.endpoints == {"messages": 32}
     assert srv.stats.max_in_flight >= 12  # ~16 (the run's concurrency), not 2 (one per worker)
     assert srv.stats.max_in_flight <= 16

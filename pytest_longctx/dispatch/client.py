@@ -57,6 +57,9 @@ class ModelClient:
     plan: bool = False
     #: With ``plan``: append every planned request (full JSON) to this file.
     plan_out: Path | None = None
+    #: With ``plan``: count each planned request's input tokens (the dry run's figures). The prefetch child sets it
+    #: False: its plan is sent, never summed, and tokenizing every prompt there would hold up the lanes.
+    plan_counts: bool = True
     #: Prefetch/batch: planned requests are answered by the controller through the cache.
     waiter: Waiter | None = None
     #: Created by the controller when the run stops (``stopping.request_stop``): no request is sent after it.
@@ -122,16 +125,18 @@ class ModelClient:
         return completion
 
     def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
-        exact = getattr(self.backend, "count_request", None)
+        counts = self.plan_counts
+        exact = getattr(self.backend, "count_request", None) if counts else None
         tokens = exact(request) if exact is not None else None
         split = request.split_prefix()
-        prefix_tokens = self.backend.count_tokens(split[0]) if split is not None else 0
-        if tokens is None:  # an estimate: the prompt's text under the backend's counter (the prefix counted once)
+        prefix_tokens = self.backend.count_tokens(split[0]) if split is not None and counts else 0
+        if tokens is None and counts:  # an estimate: the prompt's text under the backend's counter (prefix once)
             rest = split[1] + "".join(m.content for m in request.messages[1:]) if split is not None else (
                 "".join(m.content for m in request.messages))
             tokens = prefix_tokens + self.backend.count_tokens((request.system or "") + rest + (request.prefill or ""))
         entry = {"key": key, "model": self.spec, "template": request.template, "cached": cached,
-                 "input_tokens": tokens, "max_tokens": request.max_tokens, "tokenizer": self.backend.tokenizer}
+                 "input_tokens": tokens, "max_tokens": request.max_tokens,
+                 "tokenizer": self.backend.tokenizer if counts else "not counted"}
         if split is not None:  # for the plan's prompt-cache estimate: which cache entry, and how long its prefix is
             entry.update(prefix=prefix_group(request.to_json()), prefix_tokens=prefix_tokens)
         if self.plan_out is not None and not cached:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -40,7 +41,7 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
 
         waiter = Waiter(Path(shared.prefetch_dir), cache)
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
-                       plan_out=s.plan_out, waiter=waiter,
+                       plan_out=s.plan_out, waiter=waiter, plan_counts=not os.environ.get("LONGCTX_CHILD"),
                        stop_file=Path(shared.stop_file) if shared.stop_file else None,
                        prompt_cache=s.prompt_cache and spec == s.model)
 
