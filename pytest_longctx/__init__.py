@@ -5,6 +5,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
 
 * In a test: the ``longctx`` fixture is a :class:`Trial`; ask with a :class:`Request`, declare the
   expected answer with :meth:`Trial.expect`, record with :meth:`Trial.record`, then ``assert``.
+* In ``pytest_addoption`` / ``pytest_configure``: :class:`OptionDef`, :func:`add_options`,
+  :func:`option_value` and the value parsers :func:`whole_number`, :func:`whole_numbers`, :func:`true_or_false`.
 * In ``pytest_generate_tests`` / fixtures: :func:`settings` (the run's resolved options),
   :func:`set_cell_samples`, :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
 * For command-line tools (question generation): :func:`parse_model_spec`, :func:`build_backend`,
@@ -26,11 +28,19 @@ _EXPORTS = {
     "Message": "pytest_longctx.backends.base:Message",
     "Completion": "pytest_longctx.backends.base:Completion",
     "Oracle": "pytest_longctx.backends.base:Oracle",
+    "shared_prefix_end": "pytest_longctx.backends.base:shared_prefix_end",
     "Trial": "pytest_longctx.session.trial:Trial",
     "ModelClient": "pytest_longctx.dispatch.client:ModelClient",
     "Settings": "pytest_longctx.session.options:Settings",
     "settings": "pytest_longctx.api:settings",
     "set_cell_samples": "pytest_longctx.api:set_cell_samples",
+    "OptionDef": "pytest_longctx.session.options:OptionDef",
+    "add_options": "pytest_longctx.api:add_options",
+    "option_value": "pytest_longctx.api:option_value",
+    "whole_number": "pytest_longctx.api:whole_number",
+    "whole_numbers": "pytest_longctx.api:whole_numbers",
+    "true_or_false": "pytest_longctx.api:true_or_false",
+    "offering": "pytest_longctx.backends.registry:offering",
     "UsageError": "pytest_longctx.errors:UsageError",
     "BackendError": "pytest_longctx.errors:BackendError",
     "CorpusFile": "pytest_longctx.corpus.lookup:CorpusFile",
@@ -72,12 +82,19 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from pytest_longctx.api import add_options as add_options
+    from pytest_longctx.api import option_value as option_value
     from pytest_longctx.api import set_cell_samples as set_cell_samples
     from pytest_longctx.api import settings as settings
+    from pytest_longctx.api import true_or_false as true_or_false
+    from pytest_longctx.api import whole_number as whole_number
+    from pytest_longctx.api import whole_numbers as whole_numbers
     from pytest_longctx.backends.base import Completion as Completion
     from pytest_longctx.backends.base import Message as Message
     from pytest_longctx.backends.base import Oracle as Oracle
     from pytest_longctx.backends.base import Request as Request
+    from pytest_longctx.backends.base import shared_prefix_end as shared_prefix_end
+    from pytest_longctx.backends.registry import offering as offering
     from pytest_longctx.corpus.lookup import (
         CorpusFile as CorpusFile,
     )
@@ -100,6 +117,7 @@ if TYPE_CHECKING:
     from pytest_longctx.results.gating import (
         GATE_EXIT_CODE as GATE_EXIT_CODE,
     )
+    from pytest_longctx.session.options import OptionDef as OptionDef
     from pytest_longctx.session.options import Settings as Settings
     from pytest_longctx.session.trial import Trial as Trial
     from pytest_longctx.templates import Template as Template

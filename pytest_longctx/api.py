@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_longctx.session.options import Settings
+    from pytest_longctx.session.options import OptionDef, Settings
 
 
 def settings(config: pytest.Config) -> Settings:
@@ -33,3 +34,41 @@ def set_cell_samples(metafunc: pytest.Metafunc, count: int) -> None:
     if count < 1:
         raise ValueError(f"set_cell_samples: count must be at least 1, got {count}")
     metafunc.definition.stash[CELL_SAMPLES_KEY] = count
+
+
+def add_options(parser: pytest.Parser, options: Sequence[OptionDef]) -> None:
+    """In ``pytest_addoption``: register an experiment's options in the ``longctx`` group.
+
+    Each is ``--longctx-<noun>`` on the command line and ``longctx_<noun>`` in the ini file.
+    """
+    from pytest_longctx.session.options import add_options as add
+
+    add(parser, tuple(options))
+
+
+def option_value(config: pytest.Config, option: OptionDef) -> str | list[str] | None:
+    """An experiment option as given: command line, else ini file, else its default (validate it yourself)."""
+    from pytest_longctx.session.options import raw_value
+
+    return raw_value(config, option)
+
+
+def whole_number(option: OptionDef, value: str | None, low: int) -> int:
+    """``value`` as a whole number >= ``low``; a one-line :class:`UsageError` naming the option otherwise."""
+    from pytest_longctx.session.options import _int
+
+    return _int(option, value, low)
+
+
+def whole_numbers(option: OptionDef, value: str | None, low: int) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers >= ``low``, sorted, without duplicates (empty when not given)."""
+    from pytest_longctx.session.options import _int_list
+
+    return _int_list(option, value, low)
+
+
+def true_or_false(option: OptionDef, value: str | None) -> bool:
+    """``true/false/yes/no/on/off/1/0`` as a bool; a one-line :class:`UsageError` naming the option otherwise."""
+    from pytest_longctx.session.options import _bool
+
+    return _bool(option, value)

@@ -164,8 +164,7 @@ def settings_for(model: str, tmp: Path, thresholds: tuple[str, ...] = (), compar
     return Settings(model=spec, seed=seed, samples=samples, report_dir=tmp / "reports",
                     thresholds=tuple(parse_threshold(t) for t in thresholds), compare=compare_path, cache="on",
                     cache_dir=tmp / ".longctx-cache", max_concurrency=16, context_window=200_000, data_dir=None,
-                    fr_date="2024-02-12", docs=None, judge=spec, plan=False, scoring="generate",
-                    rootdir=Path(__file__).resolve().parents[1])
+                    judge=spec, plan=False, rootdir=Path(__file__).resolve().parents[1])
 
 
 def make_record(tmp: Path, *, model: str = "anthropic/claude-haiku-4-5", quality: float = 0.0, samples: int = 10,

@@ -18,6 +18,7 @@ from pytest_longctx.experiments.lrt.files import (
     first_int,
     shuffled_order,
 )
+from pytest_longctx.experiments.lrt.options import LrtOptions
 from pytest_longctx.experiments.lrt.prompts import lrt_request
 from pytest_longctx.session.options import Settings
 
@@ -122,8 +123,8 @@ def test_source_parsing_reads_the_first_digits_without_a_sign() -> None:
 def _settings(**kw: object) -> Settings:
     base = dict(model=parse_model_spec("anthropic/claude-sonnet-4-5"), seed=0, samples=20, report_dir=Path("r"),
                 thresholds=(), compare=None, cache="on", cache_dir=Path("c"), max_concurrency=1,
-                context_window=200_000, data_dir=None, fr_date="2024-02-12", docs=None,
-                judge=parse_model_spec("anthropic/claude-sonnet-4-5"), plan=False, scoring="generate")
+                context_window=200_000, data_dir=None, judge=parse_model_spec("anthropic/claude-sonnet-4-5"),
+                plan=False)
     base.update(kw)
     return Settings(**base)  # type: ignore[arg-type]
 
@@ -136,7 +137,7 @@ def test_source_plan_is_the_readme_sizes_with_50_trials() -> None:
 
 
 def test_lines_option_chooses_sizes_and_names_those_that_do_not_fit() -> None:
-    plan = lrt_plan(_settings(lrt_lines=(500, 1000, 6500), context_window=32_768))
+    plan = lrt_plan(_settings(context_window=32_768), LrtOptions(lines=(500, 1000, 6500)))
     assert plan.lines == [500, 1000] and plan.skipped == [6500]
     assert plan.note is not None and "6,500 lines not run" in plan.note and "32,768" in plan.note
     local = lrt_plan(_settings(model=parse_model_spec("local/smollm2-135m"), context_window=8192))

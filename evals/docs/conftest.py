@@ -8,12 +8,13 @@ import pytest
 from pytest_longctx import ModelClient, Settings, UsageError, set_cell_samples, settings
 from pytest_longctx.experiments.docs.conditions import docs_plan
 from pytest_longctx.experiments.docs.experiment import DocsExperiment
+from pytest_longctx.experiments.docs.plugin import docs_options
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not {"depth", "context_fraction"} & set(metafunc.fixturenames):
         return
-    plan = docs_plan(settings(metafunc.config))
+    plan = docs_plan(settings(metafunc.config), docs_options(metafunc.config))
     if "depth" in metafunc.fixturenames:
         metafunc.parametrize("depth", plan.depths)
     if "context_fraction" in metafunc.fixturenames:
@@ -24,13 +25,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture(scope="session")
-def docs(longctx_settings: Settings, longctx_client: ModelClient) -> DocsExperiment:
+def docs(pytestconfig: pytest.Config, longctx_settings: Settings, longctx_client: ModelClient) -> DocsExperiment:
     """--longctx-docs (default fixtures/docs) with its QA file, counted with the model's tokenizer."""
-    s = longctx_settings
-    folder = s.docs or s.rootdir / "fixtures" / "docs"
+    s, o = longctx_settings, docs_options(pytestconfig)
+    folder = o.folder_or_default(s)
     if not folder.is_dir():
         raise UsageError(f"{folder} not found; pass --longctx-docs DIR (a folder of .txt/.md documents)")
     label = folder.relative_to(s.rootdir).as_posix() if folder.is_relative_to(s.rootdir) else str(folder)
-    return DocsExperiment.load(folder, count_tokens=longctx_client.backend.count_tokens, budget=s.docs_context,
-                               review=s.docs_review, scorer=s.docs_scorer, use_judge=s.docs_judge, label=label,
+    return DocsExperiment.load(folder, count_tokens=longctx_client.backend.count_tokens, budget=o.context,
+                               review=o.review, scorer=o.scorer, use_judge=o.judge, label=label,
                                protocol=s.protocol, seed=s.seed)

@@ -9,6 +9,7 @@ import pytest
 
 from pytest_longctx import set_cell_samples, settings
 from pytest_longctx.experiments.lrt.conditions import lrt_plan
+from pytest_longctx.experiments.lrt.plugin import lrt_options
 
 
 class LrtSizeWarning(UserWarning):
@@ -18,7 +19,7 @@ class LrtSizeWarning(UserWarning):
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "lines" not in metafunc.fixturenames:
         return
-    plan = lrt_plan(settings(metafunc.config))
+    plan = lrt_plan(settings(metafunc.config), lrt_options(metafunc.config))
     if plan.note:
         warnings.warn(LrtSizeWarning(plan.note), stacklevel=1)
     metafunc.parametrize("lines", plan.lines)

@@ -14,13 +14,14 @@ import pytest
 
 from pytest_longctx.experiments.lrt.conditions import lrt_plan
 from pytest_longctx.experiments.lrt.files import build_file, build_source_file, explain
+from pytest_longctx.experiments.lrt.plugin import lrt_options
 from pytest_longctx.experiments.lrt.prompts import check_fits, lrt_request
 from pytest_longctx.experiments.lrt.tokens import prompt_tokens
 
 pytestmark = pytest.mark.longctx("lrt")
 
 
-async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
+async def test_lrt(longctx, longctx_settings, pytestconfig, lines: int, shuffle: str) -> None:
     protocol = longctx_settings.protocol
     build = build_source_file if protocol == "source" else build_file
     file = build(lines, shuffle, longctx.rng)
@@ -35,6 +36,6 @@ async def test_lrt(longctx, longctx_settings, lines: int, shuffle: str) -> None:
     longctx.record(answer=scored["answer_value"], item=f"line-{file.target}",
                    target_line=file.target,
                    instruction_at=file.instruction_at, context_tokens=tokens,
-                   tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings).note,
+                   tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings, lrt_options(pytestconfig)).note,
                    **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})
     assert scored["correct"], f"line {file.target}: expected {file.expected}, got {scored['answer_value']}"

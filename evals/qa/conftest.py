@@ -9,6 +9,7 @@ import pytest
 from pytest_longctx import ModelClient, Settings, set_cell_samples, settings
 from pytest_longctx.experiments.qa.cells import QaPlan, get_plan, load_issues, question_file
 from pytest_longctx.experiments.qa.experiment import QaData
+from pytest_longctx.experiments.qa.plugin import qa_options
 from pytest_longctx.experiments.qa.questions import load_questions
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -64,11 +65,12 @@ def qa_plan(pytestconfig: pytest.Config) -> QaPlan:
 
 
 @pytest.fixture(scope="session")
-def qa(longctx_settings: Settings, longctx_client: ModelClient) -> QaData:
+def qa(pytestconfig: pytest.Config, longctx_settings: Settings, longctx_client: ModelClient) -> QaData:
     """The issue's sections (sized with the model's tokenizer), the question set and the question pool."""
     s = longctx_settings
-    issue, *extra = load_issues(s)
-    questions = load_questions(question_file(FIXTURES, s))
+    options = qa_options(pytestconfig)
+    issue, *extra = load_issues(s, options)
+    questions = load_questions(question_file(FIXTURES, options))
     backend = longctx_client.backend
     return QaData.load(issue, questions, backend.count_tokens, backend.tokenizer, s.cache_dir, s.seed, s.model.spec,
                        protocol=s.protocol, extra=extra)

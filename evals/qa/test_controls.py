@@ -33,7 +33,7 @@ async def test_right_section(longctx, longctx_settings, qa, qa_plan):
     s = longctx_settings
     question = control_question(longctx, s, qa, qa_plan)
     given, expected = await ask_mc(longctx, question, section_context(qa, question.section_id, s.protocol),
-                                   detail={"section_shown": question.section_id}, scoring=s.scoring,
+                                   detail={"section_shown": question.section_id}, scoring=qa_plan.scoring,
                                    protocol=s.protocol)
     assert given == expected, f"answered {given or 'nothing readable'}, expected {expected}"
 
@@ -47,5 +47,5 @@ async def test_wrong_section(longctx, longctx_settings, qa, qa_plan):
         others = [k for k in others if qa.pieces[k].tokens <= max(qa_plan.sizes)] or others
     other = longctx.rng.choice(others)
     given, expected = await ask_mc(longctx, question, section_context(qa, other, s.protocol),
-                                   detail={"section_shown": other}, scoring=s.scoring, protocol=s.protocol)
+                                   detail={"section_shown": other}, scoring=qa_plan.scoring, protocol=s.protocol)
     assert given == expected, f"answered {given or 'nothing readable'}, expected {expected}"

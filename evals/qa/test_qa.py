@@ -43,7 +43,7 @@ async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_to
     else:
         shots = []
     given, expected = await ask_mc(longctx, question, built.text, prompt=prompt, examples=shots,
-                                   scoring=settings.scoring, protocol=settings.protocol, variant=examples, detail={
+                                   scoring=qa_plan.scoring, protocol=settings.protocol, variant=examples, detail={
         "depth_requested": where, "depth_achieved": round(collage.depth, 2), "gold_offset": collage.start,
         "context_tokens_label": context_tokens, "context_tokens_actual": built.tokens,
         "sections": len(collage.units), "gold_index": collage.gold_index,

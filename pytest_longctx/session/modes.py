@@ -7,9 +7,7 @@ that exhausts memory) stops with one line before anything is collected or sent.
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import re
 
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering
@@ -19,26 +17,12 @@ from pytest_longctx.util.fsutil import folder_problem
 
 #: Trials per condition cell; more would only exhaust memory at collection (every trial is a test item).
 MAX_SAMPLES = 10_000
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
-
-
-def check_fr_dates(text: str, flag: str = "--longctx-fr-date") -> None:
-    """``YYYY-MM-DD``, or a comma-separated list of such dates; each must be a real calendar date."""
-    parts = [p.strip() for p in text.split(",")]
-    for part in parts:
-        if not _DATE.fullmatch(part):
-            raise UsageError(f"{flag}: expected a date YYYY-MM-DD (or a comma-separated list of them), got {text!r}")
-        try:
-            dt.date.fromisoformat(part)
-        except ValueError:
-            raise UsageError(f"{flag}: {part!r} is not a calendar date (expected YYYY-MM-DD)") from None
 
 
 def check_settings(s: Settings) -> None:
     """Raise a one-line :class:`UsageError` for a contradictory or absurd combination of options."""
     if s.samples > MAX_SAMPLES:
         raise UsageError(f"--longctx-samples: at most {MAX_SAMPLES:,} trials per cell, got {s.samples:,}")
-    check_fr_dates(s.fr_date)
     if s.batch and s.plan:
         raise UsageError("--longctx-batch: cannot be combined with --longctx-plan (a dry run submits nothing); "
                          "drop one of them")

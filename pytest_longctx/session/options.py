@@ -57,17 +57,6 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("max-concurrency", "16", "model requests in flight across all workers (default: 16)"),
     OptionDef("context-window", None, "override the model's usable context window in tokens (default: the model's)"),
     OptionDef("data-dir", None, "folder holding corpora such as FR-<date>.xml; also $LONGCTX_DATA_DIR (default: none)"),
-    OptionDef("fr-date", "2024-02-12", "Federal Register issue date(s) for the qa experiment, comma-separated: the "
-              "first holds the questions, further issues add distractor sections (default: 2024-02-12)"),
-    OptionDef("docs", None, "folder of your own documents for the docs experiment (default: fixtures/docs)"),
-    OptionDef("docs-review", "required", "which QA items of the docs folder are used: required (approved only) or "
-              "optional (approved and pending) (default: required)"),
-    OptionDef("docs-scorer", "subspan", "primary scorer of the docs experiment: subspan, em, f1 or judge "
-              "(default: subspan)"),
-    OptionDef("docs-judge", "auto", "also grade every docs answer with the judge model: true, false, or auto "
-              "(true unless the judge is a local CPU model, which cannot judge) (default: auto)"),
-    OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the model's "
-              "window minus 512 for question and answer, at most 1024 for local models)"),
     OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
     OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost "
               "(default: false)"),
@@ -79,19 +68,11 @@ OPTIONS: tuple[OptionDef, ...] = (
               f"then score; resumable ({offering('batches')} only) (default: false)"),
     OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
               f"tiktoken ({offering('token_counting')} only; counts are cached) (default: false)"),
-    OptionDef("scoring", None, "multiple choice: generate (read the answer letter) or logprob "
-              "(likelihood of each letter; local models) (default: logprob for local models, else generate; "
-              "the source protocol always generates)"),
     OptionDef("protocol", "longctx", "experiment protocol: source (each experiment as its published source ran "
               "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
-    OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 (default: the "
-              "model profile's sizes, never more than the corpus fills)"),
     OptionDef("prompt-cache", "auto", "mark the prompt prefix that sibling requests share (e.g. the 8 prompt "
               "variants of a qa cell) with a prompt-cache breakpoint, so it is billed once at 1.25x and then read at "
-              f"0.1x: on, off, or auto (on for providers with prompt caching: {offering('prompt_cache')}) "
-              "(default: auto)"),
-    OptionDef("lrt-lines", None, "LRT file sizes in lines, comma-separated, e.g. 500,1000,6500 (default: the model "
-              "profile's sizes; the source protocol: the source's 500..6500 that fit the window)"),
+              "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)"),
 )
 
 
@@ -110,28 +91,17 @@ class Settings:
     max_concurrency: int
     context_window: int
     data_dir: str | None
-    fr_date: str
-    docs: Path | None
     judge: ModelSpec
     plan: bool
-    scoring: str
     plan_out: Path | None = None
     prefetch: str = "auto"
     batch: bool = False
     exact_tokens: bool = False
-    docs_review: str = "required"
-    docs_scorer: str = "subspan"
-    docs_judge: bool = True
-    docs_context: int = 0
     protocol: str = "longctx"
-    #: --longctx-context-sizes as given (empty: the experiment's defaults for the model)
-    context_sizes: tuple[int, ...] = ()
     #: --longctx-samples all: every eligible item in every cell (``samples`` then holds the profile's default)
     samples_all: bool = False
     #: --longctx-samples (or its ini) was given as a number; otherwise experiments may use their source's count
     samples_given: bool = False
-    #: --longctx-lrt-lines as given (empty: the LRT's defaults for the model and protocol)
-    lrt_lines: tuple[int, ...] = ()
     #: --longctx-prompt-cache as given (on/off/auto) and what it resolved to for the model under test
     prompt_cache_mode: str = "auto"
     prompt_cache: bool = False
@@ -148,37 +118,33 @@ class Settings:
             "context_window": self.context_window,
             "thresholds": [t.text for t in self.thresholds],
             "compare": str(self.compare) if self.compare else None,
-            "fr_date": self.fr_date,
-            "docs": str(self.docs) if self.docs else None,
             "judge": self.judge.spec,
             "plan": self.plan,
-            "scoring": self.scoring,
             "prefetch": self.prefetch,
             "batch": self.batch,
             "exact_tokens": self.exact_tokens,
-            "docs_review": self.docs_review,
-            "docs_scorer": self.docs_scorer,
-            "docs_judge": self.docs_judge,
-            "docs_context": self.docs_context,
             "protocol": self.protocol,
-            "context_sizes": list(self.context_sizes),
             "samples_all": self.samples_all,
-            "lrt_lines": list(self.lrt_lines),
             "prompt_cache": self.prompt_cache,
             "prompt_cache_mode": self.prompt_cache_mode,
         }
 
 
-def add_options(parser: pytest.Parser) -> None:
-    """Register the ``longctx`` option group and its ini twins."""
+def add_options(parser: pytest.Parser, options: tuple[OptionDef, ...] = OPTIONS) -> None:
+    """Register ``options`` (default: the core's) in the ``longctx`` option group, with their ini twins."""
     group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
-    for opt in OPTIONS:
+    for opt in options:
         action = "append" if opt.is_list else "store"
         group.addoption(opt.flag, action=action, dest=opt.dest, default=None,
                         metavar=opt.noun.upper().replace("-", "_"),
                         help=opt.help.replace("%(default)s", str(opt.default)))
         parser.addini(opt.dest, help=opt.help.replace("%(default)s", str(opt.default)),
                       type="linelist" if opt.is_list else "string", default=[] if opt.is_list else None)
+
+
+def raw_value(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
+    """The option's value as given: command line, else ini file, else its default (not validated)."""
+    return _raw(config, opt)
 
 
 def _raw(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
@@ -218,11 +184,8 @@ def _bool(opt: OptionDef, value: str | None) -> bool:
     raise UsageError(f"{opt.flag}: expected true or false, got {value!r}")
 
 
-def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_tokens: bool, cache: str,
-                         scoring: str | None) -> None:
+def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_tokens: bool, cache: str) -> None:
     """The one place where a mode the model's provider cannot honour becomes a usage error (one line).
-
-    ``scoring`` is the value given on the command line or in the ini file (None: the profile's default).
     """
     provider, spec = provider_of(model), model.spec
     if batch and not provider.batches:
@@ -238,10 +201,6 @@ def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_
     if prefetch == "on" and cache in ("off", "replay"):
         reason = "prefetched answers reach the tests through the cache" if cache == "off" else "replay sends nothing"
         raise UsageError(f"--longctx-prefetch on: {reason}; drop --longctx-cache {cache} or use --longctx-prefetch off")
-    if scoring == "logprob" and not provider.logprob_scoring:
-        raise UsageError(f"--longctx-scoring logprob: likelihood scoring needs a {offering('logprob_scoring')} "
-                         f"model, not {spec}; "
-                         "use --longctx-scoring generate")
 
 
 def resolve(config: pytest.Config) -> Settings:
@@ -267,29 +226,6 @@ def resolve(config: pytest.Config) -> Settings:
     protocol = str(raw["protocol"])
     if protocol not in ("source", "longctx"):
         raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
-    scoring = str(raw["scoring"]) if raw["scoring"] is not None else (
-        model.profile.scoring if protocol == "longctx" else "generate")
-    if scoring not in ("generate", "logprob"):
-        raise UsageError(f"{by['scoring'].flag}: expected generate or logprob, got {scoring!r}")
-    if scoring == "logprob" and protocol == "source":
-        raise UsageError(f"{by['scoring'].flag}: logprob is not the source protocol's scoring; drop it or use "
-                         f"--longctx-protocol longctx")
-    docs = Path(str(raw["docs"])) if raw["docs"] else None
-    if docs is not None and not docs.is_absolute():
-        docs = rootdir / docs
-    if docs is not None and not docs.is_dir():
-        raise UsageError(f"{by['docs'].flag}: {docs} is not a folder; point it at a folder of .txt/.md documents")
-    docs_review, docs_scorer = str(raw["docs-review"]), str(raw["docs-scorer"])
-    if docs_review not in ("required", "optional"):
-        raise UsageError(f"{by['docs-review'].flag}: expected required or optional, got {docs_review!r}")
-    if docs_scorer not in ("subspan", "em", "f1", "judge"):
-        raise UsageError(f"{by['docs-scorer'].flag}: expected subspan, em, f1 or judge, got {docs_scorer!r}")
-    docs_judge = (judge.profile.judges if str(raw["docs-judge"]) == "auto"
-                  else _bool(by["docs-judge"], str(raw["docs-judge"])))
-    if docs_scorer == "judge" and not docs_judge:
-        raise UsageError(f"{by['docs-scorer'].flag}: judge needs {by['docs-judge'].flag} true")
-    docs_context = (_int(by["docs-context"], str(raw["docs-context"]), 128) if raw["docs-context"] is not None
-                    else min(max(window - 512, window // 2), model.profile.docs_context or window))
     prefetch = str(raw["prefetch"])
     if prefetch not in ("auto", "on", "off"):
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
@@ -298,11 +234,9 @@ def resolve(config: pytest.Config) -> Settings:
     prompt_cache_mode = str(raw["prompt-cache"]).strip().lower()
     if prompt_cache_mode not in ("on", "off", "auto"):
         raise UsageError(f"{by['prompt-cache'].flag}: expected on, off or auto, got {raw['prompt-cache']!r}")
-    check_provider_modes(model, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache,
-                         scoring=scoring if raw["scoring"] is not None else None)
+    check_provider_modes(model, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache)
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
-    context_sizes = _int_list(by["context-sizes"], raw["context-sizes"], 256)
     report_dir = Path(str(raw["report-dir"]))
     cache_dir = Path(str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache")))
     return Settings(
@@ -317,24 +251,15 @@ def resolve(config: pytest.Config) -> Settings:
         max_concurrency=_int(by["max-concurrency"], raw["max-concurrency"], 1),
         context_window=window,
         data_dir=str(raw["data-dir"]) if raw["data-dir"] else None,
-        fr_date=str(raw["fr-date"]),
-        docs=docs,
         judge=judge,
         plan=_bool(by["plan"], raw["plan"]),
-        scoring=scoring,
         plan_out=Path(str(raw["plan-out"])) if raw["plan-out"] else None,
         prefetch=prefetch,
         batch=batch,
         exact_tokens=exact_tokens,
-        docs_review=docs_review,
-        docs_scorer=docs_scorer,
-        docs_judge=docs_judge,
-        docs_context=docs_context,
         protocol=protocol,
-        context_sizes=context_sizes,
         samples_all=samples_all,
         samples_given=raw["samples"] is not None and not samples_all,
-        lrt_lines=_int_list(by["lrt-lines"], raw["lrt-lines"], 2),
         prompt_cache_mode=prompt_cache_mode,
         prompt_cache=prompt_cache_mode == "on" or (prompt_cache_mode == "auto" and caches_prompts(model.provider)),
         rootdir=rootdir,

@@ -13,6 +13,7 @@ from pytest_longctx import Settings
 from pytest_longctx.errors import LongctxError
 from pytest_longctx.experiments.docs.documents import load_documents
 from pytest_longctx.experiments.docs.experiment import read_items
+from pytest_longctx.experiments.docs.options import DocsOptions
 
 DEPTHS = (0, 25, 50, 75, 100)  # % of the context's tokens before the answer document (the write-up's)
 FRACTIONS = (0, 25, 50, 75, 100)  # % of the budget filled with documents (the write-up's)
@@ -28,22 +29,22 @@ class DocsPlan:
     samples: int | None
 
 
-def item_count(settings: Settings) -> int | None:
+def item_count(settings: Settings, options: DocsOptions) -> int | None:
     """Usable items of the run's folder under its protocol (None when the folder cannot be read yet)."""
-    folder = settings.docs or settings.rootdir / "fixtures" / "docs"
+    folder = options.folder_or_default(settings)
     try:
         docs = {d.name: d for d in load_documents(folder)}
-        return len(read_items(folder, docs, settings.docs_review, settings.protocol)[1])
+        return len(read_items(folder, docs, options.review, settings.protocol)[1])
     except (LongctxError, OSError):
         return None
 
 
-def docs_plan(settings: Settings) -> DocsPlan:
+def docs_plan(settings: Settings, options: DocsOptions) -> DocsPlan:
     profile = settings.model.profile
     source = settings.protocol == "source"
     depths = list(DEPTHS if source or not profile.docs_depths else profile.docs_depths)
     fractions = list(FRACTIONS if source or not profile.docs_fractions else profile.docs_fractions)
-    n_items = item_count(settings)
+    n_items = item_count(settings, options)
     if settings.samples_given:
         wanted = settings.samples
     elif source or settings.samples_all:

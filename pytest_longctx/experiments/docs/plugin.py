@@ -9,11 +9,42 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 if TYPE_CHECKING:
+    from pytest_longctx.experiments.docs.options import DocsOptions
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "docs"
+OPTIONS_KEY = pytest.StashKey["DocsOptions"]()
 Rows = Sequence[Mapping[str, Any]]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_longctx import add_options
+    from pytest_longctx.experiments.docs.options import OPTIONS
+
+    add_options(parser, OPTIONS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
+    from pytest_longctx import UsageError, option_value, settings
+    from pytest_longctx.experiments.docs.options import OPTIONS, resolve
+
+    try:
+        config.stash[OPTIONS_KEY] = resolve({o.noun: option_value(config, o) for o in OPTIONS}, settings(config))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def docs_options(config: pytest.Config) -> DocsOptions:
+    """The run's resolved docs options."""
+    return config.stash[OPTIONS_KEY]
+
+
+def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
+    return docs_options(config).to_json()
 
 
 def _mine(rows: Rows) -> list[Mapping[str, Any]]:

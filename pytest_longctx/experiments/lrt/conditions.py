@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pytest_longctx import Settings
+from pytest_longctx.experiments.lrt.options import LrtOptions
 
 #: cl100k tokens of one register line, measured (e.g. "line 1234: REGISTER_CONTENT is <56789>"); the
 #: README: 500 lines "roughly 7k tokens", 6,500 "roughly 97k".
@@ -51,13 +52,13 @@ def fits(lines: int, window: int) -> bool:
     return lines * TOKENS_PER_LINE <= window * FILL
 
 
-def lrt_plan(settings: Settings) -> LrtPlan:
+def lrt_plan(settings: Settings, options: LrtOptions | None = None) -> LrtPlan:
     """The LRT's cells for this run's model, protocol and options."""
     window = settings.context_window
     profile = settings.model.profile
     source = settings.protocol == "source"
-    if settings.lrt_lines:
-        wanted = list(settings.lrt_lines)
+    if options is not None and options.lines:
+        wanted = list(options.lines)
     elif source:
         wanted = list(SOURCE_LINES)
     elif profile.lrt_lines:

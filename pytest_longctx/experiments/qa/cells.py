@@ -18,6 +18,7 @@ from pytest_longctx.experiments.qa import baseline, source
 from pytest_longctx.experiments.qa.conditions import CANDIDATES, RESERVE, qa_sizes
 from pytest_longctx.experiments.qa.federal_register import Issue, load_issue, locate
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
+from pytest_longctx.experiments.qa.options import QaOptions
 from pytest_longctx.experiments.qa.questions import load_questions
 from pytest_longctx.experiments.qa.sizing import choose_sizes
 
@@ -41,37 +42,39 @@ class QaPlan:
     #: why the qa cells do not run (``all`` without a complete baseline), else None
     blocked: str | None
     capacity: int
+    #: multiple-choice scoring of this run (--longctx-scoring resolved for the model and protocol)
+    scoring: str = "generate"
 
 
 PLAN_KEY = pytest.StashKey[QaPlan]()
 
 
-def dates(settings: Settings) -> list[str]:
+def dates(options: QaOptions) -> list[str]:
     """``--longctx-fr-date A,B``: the questions' issue first, then distractor-only issues."""
-    return [d.strip() for d in settings.fr_date.split(",") if d.strip()]
+    return [d.strip() for d in options.fr_date.split(",") if d.strip()]
 
 
-def load_issues(settings: Settings) -> list[Issue]:
+def load_issues(settings: Settings, options: QaOptions) -> list[Issue]:
     corpora = settings.cache_dir / "corpora"
     counter = TiktokenCounter()
     return [load_issue(locate(d, path=None, data_dir=settings.data_dir, cache_dir=corpora), d, counter, corpora)
-            for d in dates(settings)]
+            for d in dates(options)]
 
 
-def question_file(root: Path, settings: Settings) -> Path:
-    return root / "questions" / f"FR-{dates(settings)[0]}.jsonl"
+def question_file(root: Path, options: QaOptions) -> Path:
+    return root / "questions" / f"FR-{dates(options)[0]}.jsonl"
 
 
-def plan(settings: Settings, fixtures: Path) -> QaPlan:
+def plan(settings: Settings, options: QaOptions, fixtures: Path) -> QaPlan:
     """Decide the qa cells from the settings, the model profile, the corpus and the stored baseline."""
     profile = settings.model.profile
-    issues = load_issues(settings)
+    issues = load_issues(settings, options)
     cap = sum(s.tokens + OVERHEAD[settings.protocol] for i in issues for s in i.sections)
     corpus = " + ".join(f"FR {i.date}" for i in issues)
     window = settings.context_window
-    explicit = bool(settings.context_sizes)
+    explicit = bool(options.context_sizes)
     if explicit:
-        wanted = list(settings.context_sizes)
+        wanted = list(options.context_sizes)
     elif profile.qa_sizes:
         wanted = list(profile.qa_sizes)
     elif settings.protocol == "source":
@@ -93,7 +96,7 @@ def plan(settings: Settings, fixtures: Path) -> QaPlan:
         prompts = tuple(sorted({v.split("/")[0] for v in profile.qa_variants}))
         examples = tuple(sorted({v.split("/")[1] for v in profile.qa_variants}))
     depths = () if settings.protocol == "source" or profile.qa_variants else (0, 25, 50, 75, 100)
-    questions = load_questions(question_file(fixtures, settings))
+    questions = load_questions(question_file(fixtures, options))
     blocked = None
     control_n = qa_n
     if settings.samples_all:
@@ -108,16 +111,18 @@ def plan(settings: Settings, fixtures: Path) -> QaPlan:
             blocked = (f"--longctx-samples all: qa cells use only the questions {settings.model.spec} answered right "
                        f"with its own section, but {path} has {have} of {len(questions)}; this run completes the "
                        f"baseline (qa-baseline, cached), run again for the qa cells")
-    return QaPlan(tuple(sizes), depth_sizes, note, qa_n, control_n, prompts, examples, depths, blocked, cap)
+    return QaPlan(tuple(sizes), depth_sizes, note, qa_n, control_n, prompts, examples, depths, blocked, cap,
+                  options.scoring)
 
 
 def get_plan(config: pytest.Config, settings: Settings, fixtures: Path) -> QaPlan:
     """The run's plan, computed once per process."""
     if PLAN_KEY not in config.stash:
-        from pytest_longctx.errors import UsageError
+        from pytest_longctx import UsageError
+        from pytest_longctx.experiments.qa.plugin import qa_options
 
         try:
-            config.stash[PLAN_KEY] = plan(settings, fixtures)
+            config.stash[PLAN_KEY] = plan(settings, qa_options(config), fixtures)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
     return config.stash[PLAN_KEY]

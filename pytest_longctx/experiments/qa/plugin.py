@@ -12,11 +12,40 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from pytest_longctx.experiments.qa.options import QaOptions
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "qa"
+OPTIONS_KEY = pytest.StashKey["QaOptions"]()
 CONTROLS = ("qa-baseline", "qa-control")
 Cells = Sequence[Mapping[str, Any]]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    from pytest_longctx import add_options
+    from pytest_longctx.experiments.qa.options import OPTIONS
+
+    add_options(parser, OPTIONS)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
+    from pytest_longctx import UsageError, option_value, settings
+    from pytest_longctx.experiments.qa.options import OPTIONS, resolve
+
+    try:
+        config.stash[OPTIONS_KEY] = resolve({o.noun: option_value(config, o) for o in OPTIONS}, settings(config))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def qa_options(config: pytest.Config) -> QaOptions:
+    """The run's resolved qa options (issue dates, scoring, context sizes)."""
+    return config.stash[OPTIONS_KEY]
+
+
+def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
+    return qa_options(config).to_json()
 
 
 def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:

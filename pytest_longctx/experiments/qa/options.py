@@ -1,0 +1,69 @@
+"""The qa experiment's options: Federal Register issue dates, multiple-choice scoring, context sizes.
+
+Registered by the experiment's plugin (``plugin.py``) in the ``longctx`` group, resolved once at
+``pytest_configure`` (CLI > ini > default) after the core's settings, checked here (one-line errors).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_longctx import OptionDef, Settings, UsageError, offering, provider_of, whole_numbers
+
+FR_DATE = OptionDef("fr-date", "2024-02-12", "Federal Register issue date(s) for the qa experiment, comma-separated: "
+                    "the first holds the questions, further issues add distractor sections (default: 2024-02-12)")
+SCORING = OptionDef("scoring", None, "multiple choice: generate (read the answer letter) or logprob "
+                    "(likelihood of each letter; local models) (default: logprob for local models, else generate; "
+                    "the source protocol always generates)")
+CONTEXT_SIZES = OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 "
+                          "(default: the model profile's sizes, never more than the corpus fills)")
+OPTIONS = (FR_DATE, SCORING, CONTEXT_SIZES)
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+@dataclass(frozen=True)
+class QaOptions:
+    """The qa experiment's resolved options."""
+
+    fr_date: str = "2024-02-12"
+    scoring: str = "generate"
+    #: --longctx-context-sizes as given (empty: the experiment's defaults for the model)
+    context_sizes: tuple[int, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"fr_date": self.fr_date, "scoring": self.scoring, "context_sizes": list(self.context_sizes)}
+
+
+def check_fr_dates(text: str, flag: str = FR_DATE.flag) -> None:
+    """``YYYY-MM-DD``, or a comma-separated list of such dates; each must be a real calendar date."""
+    parts = [p.strip() for p in text.split(",")]
+    for part in parts:
+        if not _DATE.fullmatch(part):
+            raise UsageError(f"{flag}: expected a date YYYY-MM-DD (or a comma-separated list of them), got {text!r}")
+        try:
+            dt.date.fromisoformat(part)
+        except ValueError:
+            raise UsageError(f"{flag}: {part!r} is not a calendar date (expected YYYY-MM-DD)") from None
+
+
+def resolve(raw: dict[str, Any], settings: Settings) -> QaOptions:
+    """The options from their raw values (noun -> value as given); UsageError (one line) on the first bad one."""
+    fr_date = str(raw["fr-date"])
+    check_fr_dates(fr_date)
+    model = settings.model
+    given = raw["scoring"]
+    scoring = str(given) if given is not None else (
+        model.profile.scoring if settings.protocol == "longctx" else "generate")
+    if scoring not in ("generate", "logprob"):
+        raise UsageError(f"{SCORING.flag}: expected generate or logprob, got {scoring!r}")
+    if scoring == "logprob" and settings.protocol == "source":
+        raise UsageError(f"{SCORING.flag}: logprob is not the source protocol's scoring; drop it or use "
+                         f"--longctx-protocol longctx")
+    if given is not None and scoring == "logprob" and not provider_of(model).logprob_scoring:
+        raise UsageError(f"{SCORING.flag} logprob: likelihood scoring needs a {offering('logprob_scoring')} "
+                         f"model, not {model.spec}; use {SCORING.flag} generate")
+    return QaOptions(fr_date=fr_date, scoring=scoring,
+                     context_sizes=whole_numbers(CONTEXT_SIZES, raw["context-sizes"], 256))
