@@ -24,13 +24,14 @@ async def test_passkey(longctx, filler):
 '''
 
 CONFTEST = '''
-from pytest_longctx import Section, cell_bars
+from pytest_longctx import Section, accuracy_lines, cell_bars
 
 
 def pytest_longctx_report_sections(cells, trials):
     mine = [c for c in cells if c["experiment"] == "passkey"]
     return [Section("passkey", "Pass key retrieval", ("passkey",),
-                    figures=[cell_bars(mine, "Passkey accuracy per filler size")], order=1)] if mine else []
+                    figures=[accuracy_lines(mine, "filler", (), "Accuracy vs filler sentences"),
+                             cell_bars(mine, "Passkey accuracy per filler size")], order=1)] if mine else []
 
 
 def pytest_longctx_tables(cells, trials):
@@ -76,7 +77,7 @@ def test_a_user_experiment_reaches_every_report_through_the_hooks(longctx_runner
                                  "rows": [["10", {"correct": 3, "n": 3}], ["40", {"correct": 3, "n": 3}]]}]
     html = (run.report_dir / "longctx.html").read_text(encoding="utf-8")
     assert '<section id="exp-passkey"><h2>Pass key retrieval</h2>' in html
-    assert "Passkey accuracy per filler size" in html and "Passkey by filler" in html and "<svg" in html
+    assert "Accuracy vs filler sentences" in html and "Passkey accuracy per filler size" in html and "Passkey by filler" in html and "<svg" in html
     out = run.result.stdout.str()
     assert "longctx passkey: 6 trials seen by the summary hook" in out
     assert "passkey: run_finished saw the gated record" in out
