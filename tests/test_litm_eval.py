@@ -3,7 +3,8 @@
 The server's model reads only the first and the last document (key-value record) of each prompt: right
 exactly when the relevant one is first or last, so the run record must show
 the U curve, 1.0 at both ends and 0.0 between, closed-book 0.0 and oracle 1.0; any other value is a fault.
-Also: the figure and tables built from that record, option errors, and a missing corpus.
+Also: the figure and tables built from that record, in the run's own HTML report (through the hooks), option
+errors, and a missing corpus.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from pytest_longctx.experiments.litm.data import corpus_file, load_questions
 from pytest_longctx.experiments.litm.figure import litm_figures
 from pytest_longctx.experiments.litm.metric import best_subspan_em
 from pytest_longctx.experiments.litm.report import litm_tables
-from pytest_longctx.reporting.tables import table_html
 from pytest_longctx.server.responders import last_user_text
 from tests.corpus_data import ROOT, find_for_tests
 from tests.passkey_api import MODEL
@@ -57,15 +57,6 @@ def litm_data_dir(pytestconfig: pytest.Config) -> Path:
     return path.parents[1]
 
 
-def html_page(record: dict[str, Any]) -> str:
-    """A standalone page with the run's litm figures and tables (for looking at them in a browser)."""
-    body = "".join(f"<figure>{svg}</figure>" for svg in litm_figures(record["cells"]))
-    body += "".join(table_html(t) for t in litm_tables(record["cells"], record["trials"]))
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{escape('Lost in the middle')}</title>"
-            "<style>body{font-family:sans-serif;margin:2em}td.num{text-align:right;padding:0 .6em}</style>"
-            f"</head><body><h1>Lost in the middle</h1>{body}</body></html>")
-
-
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["plain", "n2"])
 def test_u_curve_through_the_local_messages_api(longctx_runner: Any, api: Any, litm_data_dir: Path,
                                                 xdist: list[str], tmp_path: Path) -> None:
@@ -99,9 +90,15 @@ def test_u_curve_through_the_local_messages_api(longctx_runner: Any, api: Any, l
     figures = litm_figures(record["cells"])
     assert len(figures) == 2 and all(f.count('class="curve"') for f in figures)
     assert figures[0].count('class="curve"') == 2 and figures[0].count('class="baseline"') == 2
-    page = tmp_path / "litm.html"
-    page.write_text(html_page(record), encoding="utf-8")
-    assert "Multi-document QA" in page.read_text(encoding="utf-8")
+    # the run's own HTML report shows them, reached through the hooks (pytest_longctx_report_sections/_tables)
+    html = (run.report_dir / "longctx.html").read_text(encoding="utf-8")
+    section = html[html.index('<section id="exp-litm">'):]
+    section = section[:section.index("</section>")]
+    assert "<h2>Lost in the middle (litm-qa, litm-kv)</h2>" in section
+    assert section.count('class="curve"') == 3 and section.count('class="baseline"') == 2  # 2 QA lines, 1 KV
+    assert "Multi-document QA: accuracy vs position" in section and "Key-value retrieval: accuracy vs" in section
+    assert [t["title"] for t in record["tables"]] == [t["title"] for t in litm_tables(record["cells"], [])]
+    assert all(escape(t["title"]) in section for t in record["tables"])
 
 
 def test_same_seed_same_record(longctx_runner: Any, litm_data_dir: Path) -> None:
