@@ -114,3 +114,16 @@ def test_docs_prompts(snapshot, protocol: str) -> None:
     assert generate.to_json() == snapshot(name="generate")
     assert answer.to_json() == snapshot(name="answer")
     assert judge.to_json() == snapshot(name="judge")
+
+
+def test_qa_generation_prompt(snapshot, qa: QaData) -> None:
+    """The few-shot prompt that asks a Claude model for one section's five questions (longctx-qa generate)."""
+    from pytest_longctx.experiments.qa.generate_prompt import build_request as generation_request
+    from pytest_longctx.experiments.qa.generate_prompt import load_examples, pick_examples
+
+    sections = {s.id: s.text for s in qa.issue.sections}
+    examples = load_examples(load_questions(QUESTIONS), sections)
+    target = next(s for s in qa.issue.sections if s.id not in {e.section_id for e in examples[:3]} and s.tokens < 1500)
+    request = generation_request(target.id, target.text, "2024-02-12", pick_examples(examples, target.id))
+    assert request.template == "fr-qa-generate@1" and len(request.messages) == 5
+    assert request.to_json() == snapshot
