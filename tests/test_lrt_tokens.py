@@ -7,9 +7,9 @@ import random
 import pytest
 
 from pytest_longctx.corpus.tokens import TIKTOKEN_NAME, TiktokenCounter
-from pytest_longctx.experiments.lrt.files import build_file, build_source_file
+from pytest_longctx.experiments.lrt.files import INSTRUCTION, LINE, build_file, build_source_file
 from pytest_longctx.experiments.lrt.prompts import lrt_request
-from pytest_longctx.experiments.lrt.tokens import prompt_tokens
+from pytest_longctx.experiments.lrt.tokens import HEADS, INSTRUCTION_BASE, LINE_BASE, prompt_tokens
 
 ANTHROPIC_NAME = TIKTOKEN_NAME + " (approximation of Claude's tokenizer)"  # what AnthropicBackend reports
 
@@ -22,6 +22,28 @@ def counter() -> TiktokenCounter:
 def test_the_premise_every_group_of_up_to_three_digits_is_one_token(counter: TiktokenCounter) -> None:
     groups = [f"{k:0{d}d}" for d in (1, 2, 3) for k in range(10**d)]
     assert [g for g in groups if counter.count(g) != 1] == []
+
+
+@pytest.mark.parametrize("digits", range(1, 8))
+def test_the_constants_are_tiktokens_counts(counter: TiktokenCounter, digits: int) -> None:
+    groups = (digits + 2) // 3
+    for other in range(1, 8):
+        for number in ("5" * digits, "1" + "0" * (digits - 1), "9" * digits):
+            for newline in ("", "\n"):
+                line = LINE.format(i=number, value="7" * other) + newline
+                assert counter.count(line) == LINE_BASE + groups + (other + 2) // 3, line
+                instruction = INSTRUCTION.format(k=number) + newline
+                assert counter.count(instruction) == INSTRUCTION_BASE + groups + len(newline), instruction
+    assert {head: counter.count(head) for head in HEADS} == HEADS
+
+
+def test_no_tokenizer_is_loaded_for_the_lrt_prompts() -> None:
+    def count(text: str) -> int:
+        raise AssertionError(f"counted {text[:40]!r}")
+
+    for build in (build_file, build_source_file):
+        file = build(300, "block-5", random.Random(1))
+        assert prompt_tokens(file, lrt_request(file).messages[0].content, ANTHROPIC_NAME, count) > 300 * LINE_BASE
 
 
 @pytest.mark.parametrize("build", [build_file, build_source_file], ids=["longctx", "source"])
@@ -65,3 +87,9 @@ def test_other_tokenizers_count_the_whole_prompt() -> None:
     seen.clear()
     assert prompt_tokens(file, prompt + " trailing", TIKTOKEN_NAME, count) == 7  # not a prompt ending in the file
     assert seen == [prompt + " trailing"]
+
+
+def test_an_unknown_header_is_counted_by_the_model_counter(counter: TiktokenCounter) -> None:
+    file = build_file(120, "full", random.Random(5))
+    prompt = "Another header, then the file:\n" + file.text
+    assert prompt_tokens(file, prompt, TIKTOKEN_NAME, counter.count) == counter.count(prompt)
