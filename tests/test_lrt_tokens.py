@@ -93,3 +93,23 @@ def test_an_unknown_header_is_counted_by_the_model_counter(counter: TiktokenCoun
     file = build_file(120, "full", random.Random(5))
     prompt = "Another header, then the file:\n" + file.text
     assert prompt_tokens(file, prompt, TIKTOKEN_NAME, counter.count) == counter.count(prompt)
+
+
+def test_the_reports_value_ranges_are_the_drawn_ones() -> None:
+    from pytest_longctx.experiments.lrt.conditions import VALUE_RANGES
+    from pytest_longctx.experiments.lrt.files import LONGCTX_VALUES, SOURCE_VALUES
+
+    assert VALUE_RANGES == {"source": SOURCE_VALUES, "longctx": LONGCTX_VALUES}
+
+
+def test_the_controllers_report_path_loads_no_numpy_or_sdk() -> None:
+    """The controller writes the LRT report at the end of every run: numpy (~0.3 s), tiktoken and the SDK stay out."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "import pytest_longctx.plugin, pytest_longctx.session.run, pytest_longctx.reporting.html\n"
+            "import pytest_longctx.experiments.lrt.plugin, pytest_longctx.experiments.lrt.report\n"
+            "print(sorted(m for m in ('numpy', 'tiktoken', 'anthropic') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

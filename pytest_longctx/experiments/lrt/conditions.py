@@ -26,6 +26,9 @@ SOURCE_TRIALS = 50
 #: The README's figures: ordered vs shuffled, and "blocks of size B" (the script's B = 10; the
 #: block figure does not state its sizes, so a second, larger block size is ours).
 SOURCE_SHUFFLES = ("none", "full", "block-10", "block-100")
+#: The register values' range per protocol (``files.SOURCE_VALUES`` and ``files.LONGCTX_VALUES``, which draw them;
+#: here without numpy, for the controller's report).
+VALUE_RANGES = {"source": (1, 10_000), "longctx": (10_000, 99_999)}
 
 
 @dataclass(frozen=True)

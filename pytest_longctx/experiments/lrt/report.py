@@ -11,6 +11,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_longctx.experiments.lrt.conditions import VALUE_RANGES
 from pytest_longctx.reporting.charts import Figure
 from pytest_longctx.reporting.figures import accuracy_lines, miss_histogram
 
@@ -27,10 +28,7 @@ def protocol_of(trials: Trials) -> str:
 
 def chance(protocol: str) -> float:
     """Probability that a guessed value is right: 1 in the size of the value range."""
-    # Imported here: files.py loads numpy, which the controller's report otherwise never needs.
-    from pytest_longctx.experiments.lrt.files import LONGCTX_VALUES, SOURCE_VALUES
-
-    low, high = SOURCE_VALUES if protocol == "source" else LONGCTX_VALUES
+    low, high = VALUE_RANGES["source" if protocol == "source" else "longctx"]
     return 1 / (high - low + 1)
 
 
