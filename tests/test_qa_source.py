@@ -178,8 +178,10 @@ def test_source_protocol_through_the_local_messages_api(pytester: pytest.Pyteste
     assert all(t["detail"]["gold_index"] == 19 for t in middle)
     bodies = srv.stats.requests
     assert len(bodies) == 52
-    for body in bodies:
-        user = body["messages"][0]["content"]
+    for body in bodies:  # the record ends the prompt-cache prefix (every variant of a cell shares it)
+        shared, rest = body["messages"][0]["content"]
+        assert shared["cache_control"] == {"type": "ephemeral"} and rest["text"].startswith("\n</Government Record>")
+        user = shared["text"] + rest["text"]
         assert user.startswith("Please read the following government record closely") and "<Government Record>" in user
         assert body["max_tokens"] == 3000 and body["stop_sequences"] == ["\n\nHuman:", "\n\nAssistant:"]
     prefilled = [b for b in bodies if b["messages"][-1]["role"] == "assistant"]
