@@ -343,7 +343,7 @@ def test_a_failing_comparison_is_a_gate_error_and_the_record_is_written(project:
 def test_a_failing_html_report_costs_only_the_html(project: Project, monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_longctx.reporting.html
 
-    def broken(record: Any) -> str:
+    def broken(record: Any, sections: Any = None) -> str:
         raise ValueError("bad chart")
 
     monkeypatch.setattr(pytest_longctx.reporting.html, "render_html", broken)
