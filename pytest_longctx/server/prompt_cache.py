@@ -73,6 +73,8 @@ class PromptCache:
         self._clock = clock
         self._offset = 0.0
         self._expires: dict[str, float] = {}
+        #: Tokens of each prefix seen (its count never changes; keeps the server from counting it per sibling).
+        self._tokens: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def now(self) -> float:
@@ -92,14 +94,19 @@ class PromptCache:
         prefix = cached_prefix(body)
         if prefix is None:
             return Accounting(total)
-        tokens = sum(counter(text) for _, block in prefix for text in content_texts([block] if isinstance(block, dict)
-                                                                                   else block))
-        minimum = self.min_tokens if self.min_tokens is not None else default_min_tokens(str(body.get("model")))
-        if tokens < minimum:
-            return Accounting(total)
         canonical = [(role, {k: v for k, v in block.items() if k != "cache_control"} if isinstance(block, dict)
                       else block) for role, block in prefix]
         key = hashlib.sha256(json.dumps([body.get("model"), canonical], sort_keys=True).encode("utf-8")).hexdigest()
+        with self._lock:
+            tokens = self._tokens.get(key)
+        if tokens is None:  # counted once per prefix: siblings' prefixes are the same text
+            tokens = sum(counter(text) for _, block in prefix
+                         for text in content_texts([block] if isinstance(block, dict) else block))
+            with self._lock:
+                self._tokens[key] = tokens
+        minimum = self.min_tokens if self.min_tokens is not None else default_min_tokens(str(body.get("model")))
+        if tokens < minimum:
+            return Accounting(total)
         with self._lock:
             now = self.now()
             hit = self._expires.get(key, float("-inf")) > now
