@@ -54,6 +54,7 @@ class Span:
     wall: float = 0.0
     peak: int = 0
     exit_code: int = 0
+    load: float = 0.0  # 1-minute load average when the phase ended (2 cores: above 2, something else competes)
 
 
 def make_project(root: Path) -> Path:
@@ -95,8 +96,11 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def time_plan(project: Path, plan_file: Path, samples: int) -> tuple[float, float, int]:
-    """The child plan run alone: (seconds, production rate from first to last planned request, requests)."""
+def time_plan(project: Path, plan_file: Path, samples: int) -> tuple[float, float, int, float]:
+    """The child plan run alone: (seconds, production rate from first to last planned request, requests, CPU s).
+
+    The CPU seconds (user + system of the child) do not depend on what else the machine runs.
+    """
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:xdist", "-p", "no:html", "--no-header",
            "--longctx-model", f"anthropic/{MODEL}", "--longctx-samples", str(samples),
            "--longctx-cache-dir", str(project / "plan-cache"), "--longctx-plan=true",
@@ -126,15 +130,18 @@ def time_plan(project: Path, plan_file: Path, samples: int) -> tuple[float, floa
     watcher = threading.Thread(target=tail, daemon=True)
     start = time.monotonic()
     watcher.start()
+    before = os.times()
     proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env={**os.environ, "LONGCTX_CHILD": "1"},
                           check=False)
     elapsed = time.monotonic() - start
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
     done.set()
     watcher.join()
     if proc.returncode not in (0, 5):
         print(proc.stdout[-2000:], proc.stderr[-2000:], sep="\n", file=sys.stderr)
     rate = (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else float("nan")
-    return elapsed, rate, len(times)
+    return elapsed, rate, len(times), cpu
 
 
 def run_suite(project: Path, server: Server, *, samples: int, workers: int, concurrency: int,
@@ -202,16 +209,16 @@ def lrt_benchmark(root: Path, *, latencies: list[float], samples: int, workers: 
     """Run the comparison at every latency; return the printed table's lines."""
     project = make_project(root)
     plan_file = root / "plan.jsonl"
-    plan_s, plan_rate, planned = time_plan(project, plan_file, samples)
+    plan_s, plan_rate, planned, plan_cpu = time_plan(project, plan_file, samples)
     print(f"  plan run alone: {planned} requests in {plan_s:.1f}s", file=sys.stderr)
     params = load_params(plan_file)
     plan_file.unlink()
     out = [f"LRT sweep: -n {workers}, --longctx-samples {samples}, C = {concurrency}, {len(params)} requests; "
            "span = server's first arrival to last answer; ideal = N x L / C",
            f"plan run alone: {plan_s:.2f}s for {planned} requests; production rate {plan_rate:.1f} requests/s "
-           f"(first to last planned request)"]
+           f"(first to last planned request); {plan_cpu:.1f} CPU s ({planned / plan_cpu:.1f} requests per CPU s)"]
     header = (f"{'L s':>5} {'what':9} {'N':>5} {'peak':>4} {'span s':>7} {'ideal s':>7} {'ratio':>6} "
-              f"{'tail req/s':>10} {'wall s':>7}")
+              f"{'tail req/s':>10} {'wall s':>7} {'load':>5}")
     out += [header, "-" * len(header)]
     notes = []
     for latency in latencies:
@@ -220,18 +227,18 @@ def lrt_benchmark(root: Path, *, latencies: list[float], samples: int, workers: 
             wall, code, note = run_suite(project, server, samples=samples, workers=workers,
                                          concurrency=concurrency, key=key)
             suite = server.phase(concurrency)
-            suite.wall, suite.exit_code = wall, code
+            suite.wall, suite.exit_code, suite.load = wall, code, os.getloadavg()[0]
             print(f"  L={latency}: suite {suite.span:.1f}s span, exit {code}", file=sys.stderr)
             sdk_wall, sdk_peak = bare_sdk(params, server.url, key, concurrency)
             bare = server.phase(concurrency)
-            bare.wall, bare.peak = sdk_wall, sdk_peak
+            bare.wall, bare.peak, bare.load = sdk_wall, sdk_peak, os.getloadavg()[0]
             print(f"  L={latency}: bare SDK {bare.span:.1f}s span", file=sys.stderr)
         finally:
             server.close()
         ideal = len(params) * latency / concurrency
         for what, s in (("suite", suite), ("bare SDK", bare)):
             out.append(f"{latency:>5.2f} {what:9} {s.n:>5} {s.peak:>4} {s.span:>7.2f} {ideal:>7.2f} "
-                       f"{s.span / ideal:>6.2f} {s.tail_rate:>10.1f} {s.wall:>7.2f}")
+                       f"{s.span / ideal:>6.2f} {s.tail_rate:>10.1f} {s.wall:>7.2f} {s.load:>5.1f}")
         out.append(f"{latency:>5.2f} suite / bare SDK span = {suite.span / bare.span:.3f}; lanes need "
                    f"C / L = {concurrency / latency:.1f} requests/s, plan run alone produced {plan_rate:.1f}/s")
         if note:
