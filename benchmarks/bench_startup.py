@@ -1,0 +1,264 @@
+"""Start-up: the fixed cost of a run (pytest + xdist + planning) beside a plain ``pytest -n W`` of as many tests.
+
+Issue #14, "Start-up". One benchmark run, side by side (alternating, ``--repeat`` times):
+
+* ``plain``: ``pytest -n W`` on N trivial tests (``assert i >= 0``), the plugin's entry points disabled, in
+  a project with the same ``[tool.pytest.ini_options]`` as this repository.
+* ``lrt``: the LRT sweep, ``pytest -n W --longctx-samples S --longctx-max-concurrency C --longctx-model
+  anthropic/claude-test`` on a copy of this repository's ``evals/lrt`` (N = 20 cells x S trials), against
+  the local Messages-API server with latency L in its own process, fresh cache.
+* ``lrt warm``: the same again with the cache it filled (0 requests sent): the fixed cost with nothing to wait for.
+
+The target: ``lrt`` wall time <= ``plain`` wall time + 1.2 x ideal, ideal = N x L / C. Per run, from a
+small timing plugin loaded with ``-p`` (it writes one line per event; it never changes what runs): when
+planning ended (the controller's ``pytest_xdist_setupnodes`` returned), when the last worker had
+collected, when the last test ended on a worker, and the run's end; and from the server, the first
+request's arrival and the last answer.
+
+``--tree PATH`` runs the plugin from another checkout of this repository (e.g. ``git archive <rev>``
+unpacked into a folder) through ``PYTHONPATH``, for before/after rows in one benchmark run; entry points
+this installation declares but that tree lacks get an empty stand-in module (so an older tree loads).
+
+    python benchmarks/bench_startup.py                          # L=0.25 s, S=32 (640 requests), C=64, -n 8
+    python benchmarks/bench_startup.py --tree /tmp/before --repeat 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+PLAIN = '''
+import pytest
+
+
+@pytest.mark.parametrize("i", range({n}))
+def test_plain(i):
+    assert i >= 0
+'''
+PHASES = '''
+"""Benchmark timing plugin: one line per event, appended to $BENCH_PHASES (no effect on the run)."""
+import os
+import time
+
+import pytest
+
+_seen = []
+
+
+def _note(event):
+    who = os.environ.get("PYTEST_XDIST_WORKER") or ("child" if os.environ.get("LONGCTX_CHILD") else "main")
+    with open(os.environ["BENCH_PHASES"], "a", encoding="utf-8") as fh:
+        fh.write(f"{time.time():.4f} {who} {event}\\n")
+
+
+def pytest_collection_finish(session):
+    _note("collected")
+
+
+@pytest.hookimpl(trylast=True, optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    _note("planned")
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _seen.append(nodeid)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    _note(f"tests-done {len(_seen)}")
+'''
+SERVER = ("import sys; from pytest_longctx.server import MessagesServer\n"
+          "srv = MessagesServer('echo', latency=float(sys.argv[1]), record_requests=False).start()\n"
+          "print(srv.base_url, flush=True); sys.stdin.read(); srv.stop()\n")
+
+
+@dataclass
+class Run:
+    name: str
+    wall: float
+    exit_code: int
+    planned: float | None = None  # seconds from start: the controller finished planning (setupnodes returned)
+    collected: float | None = None  # the last worker had collected
+    tests_done: float | None = None  # the last worker's last test ended
+    first_request: float | None = None
+    last_answer: float | None = None
+    sent: int = 0
+
+
+def our_plugins() -> list[str]:
+    """The names of this distribution's pytest11 entry points (disabled in the plain run)."""
+    return sorted(e.name for e in entry_points(group="pytest11") if e.value.startswith("pytest_longctx"))
+
+
+def stand_ins(tree: Path) -> None:
+    """Empty modules for entry points an older tree lacks, so that pytest can load it."""
+    for ep in entry_points(group="pytest11"):
+        if not ep.value.startswith("pytest_longctx"):
+            continue
+        path = tree.joinpath(*ep.value.split(":")[0].split(".")).with_suffix(".py")
+        if not path.exists() and path.parent.is_dir():
+            path.write_text('"""Stand-in written by bench_startup.py: this tree has no such plugin."""\n')
+
+
+def ini_section() -> str:
+    """This repository's ``[tool.pytest.ini_options]`` (without testpaths), for both projects."""
+    import tomllib
+
+    ini = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]["ini_options"]
+    ini.pop("testpaths", None)
+    return "[tool.pytest.ini_options]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in ini.items())
+
+
+class Server:
+    """The local Messages-API server in its own process (it never competes for the benchmark's GIL)."""
+
+    def __init__(self, latency: float, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-c", SERVER, str(latency)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True, env=env)
+        assert self.proc.stdout is not None
+        self.url = self.proc.stdout.readline().strip()
+
+    def arrivals(self) -> list[float]:
+        from pytest_longctx.server import fetch_stats
+
+        return list(fetch_stats(self.url).arrivals)
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+def run_pytest(name: str, args: list[str], cwd: Path, env: dict[str, str], phases: Path,
+               server: Server | None = None, latency: float = 0.0) -> Run:
+    phases.write_text("", encoding="utf-8")
+    before = len(server.arrivals()) if server else 0
+    start = time.time()
+    proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env={**env, "BENCH_PHASES": str(phases)},
+                          capture_output=True, text=True)
+    run = Run(name, time.time() - start, proc.returncode)
+    if proc.returncode not in (0,):
+        print(f"  {name}: exit {proc.returncode}\n" + "\n".join((proc.stdout + proc.stderr).splitlines()[-8:]),
+              file=sys.stderr)
+    events = [line.split(" ", 2) for line in phases.read_text(encoding="utf-8").splitlines()]
+
+    def last(who: str | None, what: str) -> float | None:
+        times = [float(t) - start for t, w, e in events if e.startswith(what) and (who is None or
+                 (w.startswith("gw") if who == "gw" else w == who))]
+        return max(times) if times else None
+
+    run.planned = last("main", "planned")
+    run.collected = last("gw", "collected")
+    run.tests_done = last("gw", "tests-done")
+    if server is not None:
+        arrivals = server.arrivals()[before:]
+        run.sent = len(arrivals)
+        if arrivals:
+            run.first_request = min(arrivals) - start
+            run.last_answer = max(arrivals) + latency - start
+    return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--latency", type=float, default=0.25, help="server latency, s (default 0.25)")
+    parser.add_argument("--samples", type=int, default=32, help="--longctx-samples (default 32: 640 requests)")
+    parser.add_argument("--workers", type=int, default=8, help="xdist workers (default 8)")
+    parser.add_argument("--concurrency", type=int, default=64, help="--longctx-max-concurrency (default 64)")
+    parser.add_argument("--repeat", type=int, default=2, help="alternating plain / lrt pairs (default 2)")
+    parser.add_argument("--tree", action="append", default=[], type=Path,
+                        help="also run the plugin from this checkout (repeatable; rows named by folder)")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm (all cached) re-run")
+    args = parser.parse_args(argv)
+    n = 20 * args.samples
+    root = Path(tempfile.mkdtemp(prefix="longctx-bench-startup-"))
+    rows: list[Run] = []
+    try:
+        ini = ini_section()
+        bench_plugins = root / "plugins"
+        bench_plugins.mkdir()
+        (bench_plugins / "bench_phases.py").write_text(PHASES, encoding="utf-8")
+        plain = root / "plain"
+        plain.mkdir()
+        (plain / "pyproject.toml").write_text(ini, encoding="utf-8")
+        (plain / "test_plain.py").write_text(PLAIN.format(n=n), encoding="utf-8")
+        trees: list[tuple[str, Path | None]] = [("", None)]
+        for tree in args.tree:
+            stand_ins(tree.resolve())
+            trees.append((f" [{tree.name}]", tree.resolve()))
+        base_env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
+        base_env.setdefault("LONGCTX_DATA_DIR", str(REPO.parent / "shared" / "corpora"))
+        common = ["-q", "-n", str(args.workers), "-p", "bench_phases"]
+        for rep in range(args.repeat):
+            env = {**base_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(bench_plugins),
+                                                                          base_env.get("PYTHONPATH")]))}
+            disable = [a for name in our_plugins() for a in ("-p", f"no:{name}")]
+            rows.append(run_pytest("plain", [*common, *disable], plain, env, root / "phases.txt"))
+            print(f"  plain: {rows[-1].wall:.1f}s", file=sys.stderr)
+            for label, tree in trees:
+                project = root / f"lrt{rep}{len(label)}"
+                shutil.copytree((tree or REPO) / "evals" / "lrt", project / "evals" / "lrt",
+                                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+                (project / "pyproject.toml").write_text(ini, encoding="utf-8")
+                tree_env = dict(env)
+                if tree is not None:
+                    tree_env["PYTHONPATH"] = os.pathsep.join([str(tree), env["PYTHONPATH"]])
+                server = Server(args.latency, tree_env)
+                tree_env.update(ANTHROPIC_BASE_URL=server.url, ANTHROPIC_API_KEY="sk-ant-bench-not-a-real-key")
+                cache = project / "cache"
+                lrt_args = [*common, "evals/lrt", "--longctx-model", "anthropic/claude-test", "--longctx-samples",
+                            str(args.samples), "--longctx-max-concurrency", str(args.concurrency),
+                            "--longctx-cache-dir", str(cache), "--longctx-report-dir", str(project / "reports")]
+                try:
+                    for warm in (False, True):
+                        if warm and args.no_warm:
+                            continue
+                        name = ("lrt warm" if warm else "lrt") + label
+                        rows.append(run_pytest(name, lrt_args, project, tree_env, root / "phases.txt", server,
+                                               args.latency))
+                        print(f"  {name}: {rows[-1].wall:.1f}s", file=sys.stderr)
+                finally:
+                    server.close()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    ideal = n * args.latency / args.concurrency
+    print(f"\nN={n}, latency {args.latency:g}s, C={args.concurrency}, -n {args.workers}; ideal = N x L / C = "
+          f"{ideal:.2f}s; target: lrt wall <= plain wall + 1.2 x ideal")
+    header = (f"{'run':<24} {'wall s':>7} {'- plain':>8} {'target':>7} {'planned':>8} {'collected':>9} "
+              f"{'1st req':>7} {'last ans':>8} {'tests done':>10} {'sent':>5} exit")
+    print(header)
+    print("-" * len(header))
+    plain_wall = 0.0
+
+    def cell(value: float | None, width: int) -> str:
+        return f"{value:>{width}.2f}" if value is not None else f"{'-':>{width}}"
+
+    for r in rows:
+        if r.name == "plain":
+            plain_wall = r.wall
+            print(f"{r.name:<24} {r.wall:>7.2f} {'':>8} {'':>7} {'':>8} {cell(r.collected, 9)} {'':>7} {'':>8} "
+                  f"{cell(r.tests_done, 10)} {'':>5} {r.exit_code}")
+            continue
+        target = plain_wall + 1.2 * ideal
+        verdict = "" if r.name.startswith("lrt warm") else (" meets target" if r.wall <= target else "")
+        print(f"{r.name:<24} {r.wall:>7.2f} {r.wall - plain_wall:>+8.2f} {target:>7.2f} {cell(r.planned, 8)} "
+              f"{cell(r.collected, 9)} {cell(r.first_request, 7)} {cell(r.last_answer, 8)} "
+              f"{cell(r.tests_done, 10)} {r.sent:>5} {r.exit_code}{verdict}")
+    return 0 if all(r.exit_code == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
