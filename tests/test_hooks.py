@@ -77,7 +77,8 @@ def test_a_user_experiment_reaches_every_report_through_the_hooks(longctx_runner
                                  "rows": [["10", {"correct": 3, "n": 3}], ["40", {"correct": 3, "n": 3}]]}]
     html = (run.report_dir / "longctx.html").read_text(encoding="utf-8")
     assert '<section id="exp-passkey"><h2>Pass key retrieval</h2>' in html
-    assert "Accuracy vs filler sentences" in html and "Passkey accuracy per filler size" in html and "Passkey by filler" in html and "<svg" in html
+    assert "Accuracy vs filler sentences" in html and "Passkey accuracy per filler size" in html
+    assert "Passkey by filler" in html and "<svg" in html
     out = run.result.stdout.str()
     assert "longctx passkey: 6 trials seen by the summary hook" in out
     assert "passkey: run_finished saw the gated record" in out
