@@ -33,6 +33,7 @@ _EXPORTS = {
     "ModelClient": "pytest_longctx.dispatch.client:ModelClient",
     "Settings": "pytest_longctx.session.options:Settings",
     "settings": "pytest_longctx.api:settings",
+    "active": "pytest_longctx.api:active",
     "set_cell_samples": "pytest_longctx.api:set_cell_samples",
     "OptionDef": "pytest_longctx.session.options:OptionDef",
     "add_options": "pytest_longctx.api:add_options",
@@ -82,6 +83,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from pytest_longctx.api import active as active
     from pytest_longctx.api import add_options as add_options
     from pytest_longctx.api import option_value as option_value
     from pytest_longctx.api import set_cell_samples as set_cell_samples

@@ -22,6 +22,13 @@ def settings(config: pytest.Config) -> Settings:
     return config.stash[SETTINGS_KEY]
 
 
+def active(config: pytest.Config) -> bool:
+    """Whether the plugin runs in this session (``-p no:longctx`` turns it off; experiments then stay quiet)."""
+    from pytest_longctx.session.keys import SETTINGS_KEY
+
+    return SETTINGS_KEY in config.stash
+
+
 def set_cell_samples(metafunc: pytest.Metafunc, count: int) -> None:
     """In ``pytest_generate_tests``: this test's cells have ``count`` trials each, instead of --longctx-samples.
 

@@ -17,6 +17,7 @@ Example, in a ``conftest.py``::
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -64,3 +65,14 @@ def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -
     Called once, on the controller. Return lines to note in the summary (e.g. a file written), or None.
     """
     return None
+
+
+def register(pluginmanager: pytest.PytestPluginManager) -> None:
+    """Add these specifications once, from ``pytest_addhooks`` of the core plugin and of every experiment plugin.
+
+    An experiment plugin registers them too, so that ``-p no:longctx`` (the core off) leaves its hook
+    implementations known rather than failing pytest's check of unknown hooks.
+    """
+    caller = getattr(pluginmanager.hook, "pytest_longctx_tables", None)
+    if caller is None or caller.spec is None:
+        pluginmanager.add_hookspecs(sys.modules[__name__])

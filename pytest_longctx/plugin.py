@@ -17,9 +17,9 @@ if TYPE_CHECKING:
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     """The hooks experiments implement (see ``hookspecs.py``)."""
-    from pytest_longctx import hookspecs
+    from pytest_longctx.hookspecs import register
 
-    pluginmanager.add_hookspecs(hookspecs)
+    register(pluginmanager)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

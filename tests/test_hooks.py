@@ -105,3 +105,13 @@ def test_a_failing_hook_costs_a_note_not_the_reports(longctx_runner: LongctxRunn
     assert '<section id="exp-passkey">' in html and "Accuracy per condition" in html  # the plain section instead
     assert run.record["cells"] and len(run.record["trials"]) == 4
 
+
+
+def test_the_core_turned_off_leaves_the_experiment_plugins_quiet(pytester: pytest.Pytester) -> None:
+    """``-p no:longctx``: the experiment plugins still load (entry points) but neither crash nor report."""
+    pytester.makepyfile(test_plain="def test_one():\n    assert True\n")
+    result = pytester.runpytest_subprocess("-p", "no:longctx", "-p", "no:cacheprovider")
+    assert result.ret == 0, result.stdout.str() + result.stderr.str()
+    result.stdout.fnmatch_lines(["*1 passed*"])
+    out = result.stdout.str()
+    assert "longctx report" not in out and "INTERNALERROR" not in out + result.stderr.str()

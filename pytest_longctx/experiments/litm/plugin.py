@@ -31,6 +31,12 @@ OPTIONS = (
 OPTIONS_KEY = pytest.StashKey["LitmOptions"]()
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_longctx.hookspecs import register
+
+    register(pluginmanager)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
     for noun, text in OPTIONS:

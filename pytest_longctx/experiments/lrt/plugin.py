@@ -20,6 +20,12 @@ OPTIONS_KEY = pytest.StashKey["LrtOptions"]()
 Rows = Sequence[Mapping[str, Any]]
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_longctx.hookspecs import register
+
+    register(pluginmanager)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     from pytest_longctx import add_options
     from pytest_longctx.experiments.lrt.options import OPTIONS
@@ -29,9 +35,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
-    from pytest_longctx import UsageError, option_value
+    from pytest_longctx import UsageError, active, option_value
     from pytest_longctx.experiments.lrt.options import OPTIONS, resolve
 
+    if not active(config):  # -p no:longctx
+        return
     try:
         config.stash[OPTIONS_KEY] = resolve({o.noun: option_value(config, o) for o in OPTIONS})
     except UsageError as exc:

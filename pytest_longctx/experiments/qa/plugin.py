@@ -21,6 +21,12 @@ CONTROLS = ("qa-baseline", "qa-control")
 Cells = Sequence[Mapping[str, Any]]
 
 
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from pytest_longctx.hookspecs import register
+
+    register(pluginmanager)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     from pytest_longctx import add_options
     from pytest_longctx.experiments.qa.options import OPTIONS
@@ -30,9 +36,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
-    from pytest_longctx import UsageError, option_value, settings
+    from pytest_longctx import UsageError, active, option_value, settings
     from pytest_longctx.experiments.qa.options import OPTIONS, resolve
 
+    if not active(config):  # -p no:longctx
+        return
     try:
         config.stash[OPTIONS_KEY] = resolve({o.noun: option_value(config, o) for o in OPTIONS}, settings(config))
     except UsageError as exc:
