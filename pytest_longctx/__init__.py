@@ -6,7 +6,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
 * In a test: the ``longctx`` fixture is a :class:`Trial`; ask with a :class:`Request`, declare the
   expected answer with :meth:`Trial.expect`, record with :meth:`Trial.record`, then ``assert``.
 * In ``pytest_addoption`` / ``pytest_configure``: :class:`OptionDef`, :func:`add_options`,
-  :func:`option_value` and the value parsers :func:`whole_number`, :func:`whole_numbers`, :func:`true_or_false`.
+  :func:`option_value`, :func:`resolve_options` and the value parsers :func:`whole_number`,
+  :func:`whole_numbers`, :func:`true_or_false`.
 * In ``pytest_generate_tests`` / fixtures: :func:`settings` (the run's resolved options),
   :func:`set_cell_samples`, :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
 * For command-line tools (question generation): :func:`parse_model_spec`, :func:`build_backend`,
@@ -38,6 +39,7 @@ _EXPORTS = {
     "OptionDef": "pytest_longctx.session.options:OptionDef",
     "add_options": "pytest_longctx.api:add_options",
     "option_value": "pytest_longctx.api:option_value",
+    "resolve_options": "pytest_longctx.api:resolve_options",
     "whole_number": "pytest_longctx.api:whole_number",
     "whole_numbers": "pytest_longctx.api:whole_numbers",
     "true_or_false": "pytest_longctx.api:true_or_false",
@@ -86,6 +88,7 @@ if TYPE_CHECKING:
     from pytest_longctx.api import active as active
     from pytest_longctx.api import add_options as add_options
     from pytest_longctx.api import option_value as option_value
+    from pytest_longctx.api import resolve_options as resolve_options
     from pytest_longctx.api import set_cell_samples as set_cell_samples
     from pytest_longctx.api import settings as settings
     from pytest_longctx.api import true_or_false as true_or_false

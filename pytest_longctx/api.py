@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
 if TYPE_CHECKING:
     from pytest_longctx.session.options import OptionDef, Settings
+
+T = TypeVar("T")
 
 
 def settings(config: pytest.Config) -> Settings:
@@ -58,6 +60,20 @@ def option_value(config: pytest.Config, option: OptionDef) -> str | list[str] | 
     from pytest_longctx.session.options import raw_value
 
     return raw_value(config, option)
+
+
+def resolve_options(config: pytest.Config, options: Sequence[OptionDef],
+                    resolve: Callable[[dict[str, Any]], T]) -> T:
+    """In ``pytest_configure``: ``resolve`` the options as given (noun -> value, see :func:`option_value`).
+
+    A :class:`UsageError` it raises becomes pytest's one-line usage error (exit 4), as for the core's options.
+    """
+    from pytest_longctx.errors import UsageError
+
+    try:
+        return resolve({o.noun: option_value(config, o) for o in options})
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def whole_number(option: OptionDef, value: str | None, low: int) -> int:

@@ -35,15 +35,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
-    from pytest_longctx import UsageError, active, option_value, settings
+    from pytest_longctx import active, resolve_options, settings
     from pytest_longctx.experiments.docs.options import OPTIONS, resolve
 
-    if not active(config):  # -p no:longctx
-        return
-    try:
-        config.stash[OPTIONS_KEY] = resolve({o.noun: option_value(config, o) for o in OPTIONS}, settings(config))
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    if active(config):  # not under -p no:longctx
+        config.stash[OPTIONS_KEY] = resolve_options(config, OPTIONS, lambda raw: resolve(raw, settings(config)))
 
 
 def docs_options(config: pytest.Config) -> DocsOptions:

@@ -37,33 +37,27 @@ def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     register(pluginmanager)
 
 
+def _definitions() -> tuple[Any, ...]:
+    """:data:`OPTIONS` as the plugin's ``OptionDef`` (no default: the plan decides per window)."""
+    from pytest_longctx import OptionDef
+
+    return tuple(OptionDef(noun, None, text) for noun, text in OPTIONS)
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
-    for noun, text in OPTIONS:
-        dest = "longctx_" + noun.replace("-", "_")
-        group.addoption(f"--longctx-{noun}", dest=dest, default=None, metavar=noun.upper().replace("-", "_"),
-                        help=text)
-        parser.addini(dest, help=text, default=None)
+    from pytest_longctx import add_options
 
-
-def _raw(config: pytest.Config, noun: str) -> str | None:
-    dest = "longctx_" + noun.replace("-", "_")
-    cli = config.getoption(dest, None)
-    if cli is not None:
-        return str(cli)
-    ini = config.getini(dest)
-    return str(ini) if ini not in (None, "") else None
+    add_options(parser, _definitions())
 
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve CLI > ini > default once; a bad value is a usage error (one line)."""
-    from pytest_longctx.errors import UsageError
+    from pytest_longctx import active, resolve_options
     from pytest_longctx.experiments.litm.plan import parse_options
 
-    try:
-        config.stash[OPTIONS_KEY] = parse_options(*(_raw(config, noun) for noun, _ in OPTIONS))
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    if active(config):  # not under -p no:longctx
+        config.stash[OPTIONS_KEY] = resolve_options(config, _definitions(),
+                                                    lambda raw: parse_options(*(raw[n] for n, _ in OPTIONS)))
 
 
 def litm_options(config: pytest.Config) -> LitmOptions:
@@ -110,7 +104,9 @@ def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
 
 def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
     """The --longctx-litm-* options as given (None: the default)."""
-    return {"litm_" + noun.removeprefix("litm-").replace("-", "_"): _raw(config, noun) for noun, _ in OPTIONS}
+    from pytest_longctx import option_value
+
+    return {"litm_" + d.noun.removeprefix("litm-").replace("-", "_"): option_value(config, d) for d in _definitions()}
 
 
 def data_path(config: pytest.Config, name: str) -> Path:
