@@ -19,17 +19,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_longctx.backends.prompt_cache import LIFETIME_S as LIFETIME_S
+from pytest_longctx.backends.prompt_cache import min_cacheable_tokens
+
 from .responders import TokenCounter, content_texts
 
-#: The API's default lifetime of an entry after its last use (``ttl: "5m"``).
-LIFETIME_S = 300.0
-#: Shortest cacheable prefix by model family (first match wins; the API's documented minimums), else 1024.
-MIN_TOKENS = (("haiku-4", 4096), ("opus-4-5", 4096), ("opus-4-6", 4096), ("sonnet-4-6", 2048), ("haiku", 2048))
-
-
-def default_min_tokens(model: str) -> int:
-    """The minimum cacheable prefix of ``model`` (1024 for Sonnet and Opus 4/4.1, 2048 for Haiku 3.x, ...)."""
-    return next((tokens for family, tokens in MIN_TOKENS if family in model), 1024)
+# The lifetime (``ttl: "5m"``) and the minimum cacheable prefix per model family are the API's documented
+# figures, kept once in ``backends/prompt_cache.py`` (the plan's estimate uses the same table).
+default_min_tokens = min_cacheable_tokens
 
 
 @dataclass(frozen=True)
