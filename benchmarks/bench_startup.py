@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,7 @@ def test_plain(i):
 PHASES = '''
 """Benchmark timing plugin: one line per event, appended to $BENCH_PHASES (no effect on the run)."""
 import os
+import resource
 import time
 
 import pytest
@@ -78,6 +80,12 @@ def pytest_runtest_logfinish(nodeid, location):
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session):
     _note(f"tests-done {len(_seen)}")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    _note(f"cpu {usage.ru_utime + usage.ru_stime:.3f}")
 '''
 SERVER = ("import sys; from pytest_longctx.server import MessagesServer\n"
           "srv = MessagesServer('echo', latency=float(sys.argv[1]), record_requests=False).start()\n"
@@ -95,6 +103,8 @@ class Run:
     first_request: float | None = None
     last_answer: float | None = None
     sent: int = 0
+    cpu: float = 0.0  # CPU seconds (user + system) of pytest and every process it waited for
+    cpu_by_role: dict[str, float] | None = None  # main, child (plan run), workers (summed), server
 
 
 def our_plugins() -> list[str]:
@@ -135,6 +145,14 @@ class Server:
 
         return list(fetch_stats(self.url).arrivals)
 
+    def cpu(self) -> float:
+        """The server process's CPU seconds so far (user + system, from /proc; 0 where there is none)."""
+        try:
+            fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         assert self.proc.stdin is not None
         self.proc.stdin.close()
@@ -145,10 +163,14 @@ def run_pytest(name: str, args: list[str], cwd: Path, env: dict[str, str], phase
                server: Server | None = None, latency: float = 0.0) -> Run:
     phases.write_text("", encoding="utf-8")
     before = len(server.arrivals()) if server else 0
+    server_cpu = server.cpu() if server else 0.0
+    cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.time()
     proc = subprocess.run([sys.executable, "-m", "pytest", *args], cwd=cwd, env={**env, "BENCH_PHASES": str(phases)},
                           capture_output=True, text=True)
     run = Run(name, time.time() - start, proc.returncode)
+    cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.cpu = (cpu_after.ru_utime - cpu_before.ru_utime) + (cpu_after.ru_stime - cpu_before.ru_stime)
     if proc.returncode not in (0,):
         print(f"  {name}: exit {proc.returncode}\n" + "\n".join((proc.stdout + proc.stderr).splitlines()[-8:]),
               file=sys.stderr)
@@ -159,6 +181,14 @@ def run_pytest(name: str, args: list[str], cwd: Path, env: dict[str, str], phase
                  (w.startswith("gw") if who == "gw" else w == who))]
         return max(times) if times else None
 
+    roles: dict[str, float] = {}
+    for _, who, event in events:
+        if event.startswith("cpu "):
+            role = "workers" if who.startswith("gw") else who
+            roles[role] = roles.get(role, 0.0) + float(event.split()[1])
+    if server is not None:
+        roles["server"] = server.cpu() - server_cpu
+    run.cpu_by_role = roles
     run.planned = last("main", "planned")
     run.collected = last("gw", "collected")
     run.tests_done = last("gw", "tests-done")
@@ -171,6 +201,54 @@ def run_pytest(name: str, args: list[str], cwd: Path, env: dict[str, str], phase
     return run
 
 
+@dataclass
+class Floor:
+    """What the same 640 requests cost without pytest: the child plan run alone, and the bare SDK sending them."""
+
+    plan_wall: float
+    plan_cpu: float
+    planned: int
+    sdk_wall: float
+    sdk_cpu: float  # this process, which does nothing else meanwhile
+    server_cpu: float  # the server answering the bare SDK's requests
+
+
+def measure_floor(project: Path, server: Server, env: dict[str, str], args: argparse.Namespace) -> Floor:
+    """The plan run alone (its CPU), then the bare SDK (``AsyncAnthropic`` + ``Semaphore(C)``) sending what it planned
+    to the same server, with this process's and the server's CPU seconds."""
+    from lrt_sweep import bare_sdk, load_params, time_plan
+
+    plan_file = project / "floor-plan.jsonl"
+    saved = dict(os.environ)
+    os.environ.update({k: v for k, v in env.items() if k.startswith(("LONGCTX_", "PYTHONPATH"))})
+    try:
+        plan_wall, _, planned, plan_cpu = time_plan(project, plan_file, args.samples)
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    params = load_params(plan_file)
+    server_before, cpu_before = server.cpu(), time.process_time()
+    sdk_wall, _ = bare_sdk(params, server.url, env["ANTHROPIC_API_KEY"], args.concurrency)
+    floor = Floor(plan_wall, plan_cpu, planned, sdk_wall, time.process_time() - cpu_before,
+                  server.cpu() - server_before)
+    print(f"  floor: plan alone {plan_wall:.1f}s, bare SDK {sdk_wall:.1f}s", file=sys.stderr)
+    return floor
+
+
+def print_floor(floor: Floor, plains: list[Run], ideal: float) -> None:
+    """The CPU the target leaves for everything of ours, beside what pytest and the requests alone take."""
+    print(f"\nWithout pytest, the same requests: the child plan run alone {floor.plan_wall:.2f}s wall, "
+          f"{floor.plan_cpu:.1f} CPU s for {floor.planned} requests; the bare SDK (AsyncAnthropic + Semaphore) "
+          f"sending them {floor.sdk_wall:.2f}s wall, {floor.sdk_cpu:.1f} CPU s, the server answering them "
+          f"{floor.server_cpu:.1f} CPU s.")
+    cores = os.cpu_count() or 1
+    for plain in plains:
+        need = plain.cpu + floor.sdk_cpu + floor.server_cpu
+        print(f"  plain {plain.wall:.2f}s: target {plain.wall + 1.2 * ideal:.2f}s; plain's CPU + the bare SDK's + "
+              f"the server's = {need:.1f} CPU s, at least {need / cores:.2f}s on {cores} cores with nothing of "
+              f"ours (no plan run, no per-test work)")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--latency", type=float, default=0.25, help="server latency, s (default 0.25)")
@@ -181,10 +259,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tree", action="append", default=[], type=Path,
                         help="also run the plugin from this checkout (repeatable; rows named by folder)")
     parser.add_argument("--no-warm", action="store_true", help="skip the warm (all cached) re-run")
+    parser.add_argument("--no-floor", action="store_true", help="skip the plan-alone and bare-SDK measurements")
     args = parser.parse_args(argv)
     n = 20 * args.samples
     root = Path(tempfile.mkdtemp(prefix="longctx-bench-startup-"))
     rows: list[Run] = []
+    floor: Floor | None = None
     try:
         ini = ini_section()
         bench_plugins = root / "plugins"
@@ -229,16 +309,20 @@ def main(argv: list[str] | None = None) -> int:
                         rows.append(run_pytest(name, lrt_args, project, tree_env, root / "phases.txt", server,
                                                args.latency))
                         print(f"  {name}: {rows[-1].wall:.1f}s", file=sys.stderr)
+                    if rep == 0 and tree is None and not args.no_floor:
+                        floor = measure_floor(project, server, tree_env, args)
                 finally:
                     server.close()
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
     ideal = n * args.latency / args.concurrency
+    if floor is not None:
+        print_floor(floor, [r for r in rows if r.name == "plain"], ideal)
     print(f"\nN={n}, latency {args.latency:g}s, C={args.concurrency}, -n {args.workers}; ideal = N x L / C = "
           f"{ideal:.2f}s; target: lrt wall <= plain wall + 1.2 x ideal")
     header = (f"{'run':<24} {'wall s':>7} {'- plain':>8} {'target':>7} {'planned':>8} {'collected':>9} "
-              f"{'1st req':>7} {'last ans':>8} {'tests done':>10} {'sent':>5} exit")
+              f"{'1st req':>7} {'last ans':>8} {'tests done':>10} {'sent':>5} {'cpu s':>6} exit")
     print(header)
     print("-" * len(header))
     plain_wall = 0.0
@@ -250,13 +334,18 @@ def main(argv: list[str] | None = None) -> int:
         if r.name == "plain":
             plain_wall = r.wall
             print(f"{r.name:<24} {r.wall:>7.2f} {'':>8} {'':>7} {'':>8} {cell(r.collected, 9)} {'':>7} {'':>8} "
-                  f"{cell(r.tests_done, 10)} {'':>5} {r.exit_code}")
+                  f"{cell(r.tests_done, 10)} {'':>5} {r.cpu:>6.1f} {r.exit_code}")
             continue
         target = plain_wall + 1.2 * ideal
         verdict = "" if r.name.startswith("lrt warm") else (" meets target" if r.wall <= target else "")
         print(f"{r.name:<24} {r.wall:>7.2f} {r.wall - plain_wall:>+8.2f} {target:>7.2f} {cell(r.planned, 8)} "
               f"{cell(r.collected, 9)} {cell(r.first_request, 7)} {cell(r.last_answer, 8)} "
-              f"{cell(r.tests_done, 10)} {r.sent:>5} {r.exit_code}{verdict}")
+              f"{cell(r.tests_done, 10)} {r.sent:>5} {r.cpu:>6.1f} {r.exit_code}{verdict}")
+    print("\nCPU seconds by process (user + system; pytest's at pytest_unconfigure; the server's from /proc). "
+          "The 'cpu s' column is pytest and every process it waited for; 2 cores give at most 2 CPU-s per "
+          "wall second:")
+    for r in rows:
+        print(f"  {r.name:<22} " + ", ".join(f"{k} {v:.1f}" for k, v in sorted((r.cpu_by_role or {}).items())))
     return 0 if all(r.exit_code == 0 for r in rows) else 1
 
 
