@@ -25,7 +25,7 @@ async def test_lrt(longctx, longctx_settings, pytestconfig, lines: int, shuffle:
     protocol = longctx_settings.protocol
     build = build_source_file if protocol == "source" else build_file
     file = build(lines, shuffle, longctx.rng)
-    neighbours = tuple(str(file.values[k]) for k in (file.target - 1, file.target + 1) if k in file.values)
+    neighbours = tuple(str(v) for k in (file.target - 1, file.target + 1) if (v := file.value_of(k)) is not None)
     request = lrt_request(file)
     longctx.record(protocol=protocol, template=request.template)  # also on an errored trial
     tokens = prompt_tokens(file, request.messages[0].content, longctx.tokenizer, longctx.count_tokens)

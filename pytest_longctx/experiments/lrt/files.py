@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -40,28 +40,51 @@ _INT = re.compile(r"-?\d+")
 _SOURCE_INT = re.compile(r"\d+")  # the source's "simple regex to obtain only the retrieved number"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class LrtFile:
-    """A rendered file and the facts needed to score and explain an answer."""
+    """A rendered file and the facts needed to score and explain an answer.
+
+    The line numbers and values are kept as the arrays the file was built from; ``order`` and ``values``
+    (tuple and dict) are made only when asked for.
+    """
 
     text: str  # the lines joined by "\n"
-    order: tuple[int, ...]  # line number at each file position (0 = the instruction)
-    values: dict[int, int]  # line number -> value
+    order_array: Ints = field(repr=False)  # line number at each file position (0 = the instruction)
+    value_array: Ints = field(repr=False)  # value_array[i - 1]: the value of line i
     target: int  # k
     instruction_at: int  # file position of the instruction
     protocol: str = "longctx"
 
     @property
     def expected(self) -> int:
-        return self.values[self.target]
+        return int(self.value_array[self.target - 1])
+
+    @cached_property
+    def order(self) -> tuple[int, ...]:
+        """Line number at each file position (0 = the instruction)."""
+        return tuple(self.order_array.tolist())
+
+    @cached_property
+    def values(self) -> dict[int, int]:
+        """Line number -> value."""
+        return dict(zip(range(1, len(self.value_array) + 1), self.value_array.tolist(), strict=True))
 
     @cached_property
     def lines(self) -> tuple[str, ...]:
         return tuple(self.text.split("\n"))
 
+    def value_of(self, line: int) -> int | None:
+        """The value of ``line``, or None if the file has no such line."""
+        return int(self.value_array[line - 1]) if 1 <= line <= len(self.value_array) else None
+
+    def position_of(self, line: int) -> int:
+        """The file position of ``line`` (0 = the instruction)."""
+        return int(np.flatnonzero(self.order_array == line)[0])
+
     def lines_of_value(self, value: int) -> list[int]:
         """Line numbers holding ``value``, in file order (the source reports the first)."""
-        return [ln for ln in self.order if ln and self.values[ln] == value]
+        lines = self.order_array[self.order_array != 0]
+        return [int(ln) for ln in lines[self.value_array[lines - 1] == value]]
 
     def line_of_value(self, value: int) -> int | None:
         found = self.lines_of_value(value)
@@ -110,11 +133,8 @@ def _render(order: Ints, values: Ints, at: int, target: int) -> str:
 
 
 def _file(order: Ints, values: Ints, target: int, at: int, protocol: str) -> LrtFile:
-    file_order = order.tolist()
-    file_order.insert(at, 0)
-    return LrtFile(text=_render(order, values, at, target), order=tuple(file_order),
-                   values=dict(zip(range(1, len(values) + 1), values.tolist(), strict=True)), target=target,
-                   instruction_at=at, protocol=protocol)
+    return LrtFile(text=_render(order, values, at, target), order_array=np.insert(order, at, 0), value_array=values,
+                   target=target, instruction_at=at, protocol=protocol)
 
 
 def build_file(n: int, mode: str, rng: random.Random) -> LrtFile:
@@ -174,8 +194,8 @@ def explain(file: LrtFile, answer: str) -> dict[str, object]:
         out.update(miss_line=None, miss_distance=None, miss_file_distance=None, not_in_file=True, no_number=False)
         return out
     line = holders[0]
-    pos = {ln: p for p, ln in enumerate(file.order)}
-    out.update(miss_line=line, miss_distance=line - file.target, miss_file_distance=pos[line] - pos[file.target],
+    out.update(miss_line=line, miss_distance=line - file.target,
+               miss_file_distance=file.position_of(line) - file.position_of(file.target),
                not_in_file=False, no_number=False)
     if len(holders) > 1:
         out["miss_lines"] = len(holders)

@@ -52,10 +52,8 @@ def prompt_tokens(file: LrtFile, prompt: str, tokenizer: str, count: Callable[[s
     head = prompt[: len(prompt) - len(file.text)]
     if head and not head.endswith("\n"):  # the template's last piece would run into the first line
         return count(prompt)
-    order = np.asarray(file.order, dtype=np.int64)
-    numbers = np.fromiter(file.values.keys(), dtype=np.int64, count=len(file.values))
-    values = np.zeros(int(numbers.max()) + 1, dtype=np.int64)
-    values[numbers] = np.fromiter(file.values.values(), dtype=np.int64, count=len(file.values))
+    order = np.asarray(file.order_array, dtype=np.int64)
+    values = np.concatenate(([0], np.asarray(file.value_array, dtype=np.int64)))  # values[i]: line i's value
     if (values < 0).any() or (order < 0).any() or file.target < 0:  # a sign is a piece of its own
         return count(prompt)
     total = (HEADS[head] if head in HEADS else count(head)) if head else 0
