@@ -85,6 +85,23 @@ def test_scoring_and_miss_records() -> None:
     assert outside["not_in_file"] is True and outside["miss_line"] is None
     assert explain(f, "no idea")["no_number"] is True
     assert first_int("line 12: <345>") == 12
+    pos = {ln: p for p, ln in enumerate(f.order)}
+    assert miss["miss_file_distance"] == pos[near] - pos[f.target]
+
+
+@pytest.mark.parametrize("answer", [str(10**30), str(-(10**30)), str(2**63), str(-(2**63) - 1)])
+def test_an_answer_beyond_any_int64_is_a_miss_not_in_the_file(answer: str) -> None:
+    scored = explain(build_file(50, "full", random.Random(1)), answer)
+    assert scored["correct"] is False and scored["not_in_file"] is True and scored["answer_value"] == int(answer)
+
+
+def test_a_file_and_its_arrays_are_frozen() -> None:
+    f = build_file(20, "full", random.Random(2))
+    with pytest.raises(ValueError, match="read-only"):
+        f.value_array[0] = 1
+    with pytest.raises(ValueError, match="read-only"):
+        f.order_array[0] = 1
+    assert f.value_of(0) is None and f.value_of(21) is None and f.value_of(f.target) == f.expected
 
 
 # -- the source protocol (The Little Retrieval Test README) -----------------------------------------

@@ -38,6 +38,7 @@ LONGCTX_VALUES = (10_000, 99_999)
 _SHUFFLE = re.compile(r"^(none|full|block-([1-9][0-9]*))$")
 _INT = re.compile(r"-?\d+")
 _SOURCE_INT = re.compile(r"\d+")  # the source's "simple regex to obtain only the retrieved number"
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 @dataclass(frozen=True, eq=False)
@@ -83,6 +84,8 @@ class LrtFile:
 
     def lines_of_value(self, value: int) -> list[int]:
         """Line numbers holding ``value``, in file order (the source reports the first)."""
+        if not _INT64_MIN <= value <= _INT64_MAX:  # an answer no line can hold (and numpy cannot compare)
+            return []
         lines = self.order_array[self.order_array != 0]
         return [int(ln) for ln in lines[self.value_array[lines - 1] == value]]
 
@@ -133,7 +136,10 @@ def _render(order: Ints, values: Ints, at: int, target: int) -> str:
 
 
 def _file(order: Ints, values: Ints, target: int, at: int, protocol: str) -> LrtFile:
-    return LrtFile(text=_render(order, values, at, target), order_array=np.insert(order, at, 0), value_array=values,
+    file_order = np.insert(order, at, 0)
+    for array in (file_order, values):
+        array.flags.writeable = False  # the file is frozen: so are its arrays
+    return LrtFile(text=_render(order, values, at, target), order_array=file_order, value_array=values,
                    target=target, instruction_at=at, protocol=protocol)
 
 
