@@ -14,5 +14,5 @@ from pathlib import Path
 
 SHARED_CORPORA = Path(__file__).resolve().parent.parent / "shared" / "corpora"
 
-if SHARED_CORPORA.is_dir():
-    os.environ.setdefault("LONGCTX_DATA_DIR", str(SHARED_CORPORA))
+if SHARED_CORPORA.is_dir() and not os.environ.get("LONGCTX_DATA_DIR"):  # empty counts as unset
+    os.environ["LONGCTX_DATA_DIR"] = str(SHARED_CORPORA)
