@@ -24,11 +24,23 @@ Responder = Callable[[dict[str, Any]], str]
 TokenCounter = Callable[[str], int]
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+#: The ASCII classes of ``_TOKEN_RE``, asked of the regex itself: word characters, and every other non-space.
+_ASCII = [chr(i) for i in range(128)]
+_WORD = bytes(ord(c) for c in _ASCII if re.fullmatch(r"\w", c))
+_NOT_OTHER = _WORD + bytes(ord(c) for c in _ASCII if re.fullmatch(r"\s", c))
+_WORDS_APART = bytes(b"w"[0] if i in _WORD else b" "[0] for i in range(256))  # a word run stays, the rest splits
 
 
 def approx_token_count(text: str) -> int:
-    """Deterministic approximation: word runs plus single punctuation characters."""
-    return len(_TOKEN_RE.findall(text))
+    """Deterministic approximation: word runs plus single punctuation characters.
+
+    ASCII text is counted with two C-level passes (the same count as the regex, ~10x faster on long prompts,
+    tested against it); other text with the regex.
+    """
+    if not text.isascii():
+        return len(_TOKEN_RE.findall(text))
+    raw = text.encode("ascii")
+    return len(raw.translate(_WORDS_APART).split()) + len(raw.translate(None, _NOT_OTHER))
 
 
 def content_texts(content: Any) -> list[str]:
