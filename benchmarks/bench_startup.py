@@ -219,13 +219,7 @@ def measure_floor(project: Path, server: Server, env: dict[str, str], args: argp
     from lrt_sweep import bare_sdk, load_params, time_plan
 
     plan_file = project / "floor-plan.jsonl"
-    saved = dict(os.environ)
-    os.environ.update({k: v for k, v in env.items() if k.startswith(("LONGCTX_", "PYTHONPATH"))})
-    try:
-        plan_wall, _, planned, plan_cpu = time_plan(project, plan_file, args.samples)
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
+    plan_wall, _, planned, plan_cpu = time_plan(project, plan_file, args.samples, env)
     params = load_params(plan_file)
     server_before, cpu_before = server.cpu(), time.process_time()
     sdk_wall, _ = bare_sdk(params, server.url, env["ANTHROPIC_API_KEY"], args.concurrency)

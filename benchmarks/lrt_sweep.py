@@ -25,6 +25,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,8 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def time_plan(project: Path, plan_file: Path, samples: int) -> tuple[float, float, int, float]:
+def time_plan(project: Path, plan_file: Path, samples: int,
+              env: Mapping[str, str] | None = None) -> tuple[float, float, int, float]:
     """The child plan run alone: (seconds, production rate from first to last planned request, requests, CPU s).
 
     The CPU seconds (user + system of the child) do not depend on what else the machine runs.
@@ -131,8 +133,8 @@ def time_plan(project: Path, plan_file: Path, samples: int) -> tuple[float, floa
     start = time.monotonic()
     watcher.start()
     before = os.times()
-    proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env={**os.environ, "LONGCTX_CHILD": "1"},
-                          check=False)
+    child_env = {**(os.environ if env is None else env), "LONGCTX_CHILD": "1"}
+    proc = subprocess.run(cmd, cwd=project, capture_output=True, text=True, env=child_env, check=False)
     elapsed = time.monotonic() - start
     after = os.times()
     cpu = (after.children_user - before.children_user) + (after.children_system - before.children_system)
