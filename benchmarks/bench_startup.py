@@ -8,6 +8,9 @@ Issue #14, "Start-up". One benchmark run, side by side (alternating, ``--repeat`
   anthropic/claude-test`` on a copy of this repository's ``evals/lrt`` (N = 20 cells x S trials), against
   the local Messages-API server with latency L in its own process, fresh cache.
 * ``lrt warm``: the same again with the cache it filled (0 requests sent): the fixed cost with nothing to wait for.
+* ``lrt warm, no plan``: the same with ``--longctx-prefetch off``: no plan run, every answer read from the cache by
+  the test that asks. The trials' own cost in the workers, which no design that runs them as pytest tests avoids:
+  a run that still has to send its requests cannot end before it.
 
 The target: ``lrt`` wall time <= ``plain`` wall time + 1.2 x ideal, ideal = N x L / C. Per run, from a
 small timing plugin loaded with ``-p`` (it writes one line per event; it never changes what runs): when
@@ -21,6 +24,7 @@ this installation declares but that tree lacks get an empty stand-in module (so 
 
     python benchmarks/bench_startup.py                          # L=0.25 s, S=32 (640 requests), C=64, -n 8
     python benchmarks/bench_startup.py --tree /tmp/before --repeat 1
+    python benchmarks/bench_startup.py --also "--longctx-gc-freeze off"   # with and without the frozen heap
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import shutil
 import subprocess
 import sys
@@ -49,6 +54,7 @@ def test_plain(i):
 '''
 PHASES = '''
 """Benchmark timing plugin: one line per event, appended to $BENCH_PHASES (no effect on the run)."""
+import atexit
 import os
 import resource
 import time
@@ -82,10 +88,13 @@ def pytest_sessionfinish(session):
     _note(f"tests-done {len(_seen)}")
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_unconfigure(config):
+def _cpu():  # at exit: pytest's clean-ups (its exit collections, the plugin's thaw) included
     usage = resource.getrusage(resource.RUSAGE_SELF)
     _note(f"cpu {usage.ru_utime + usage.ru_stime:.3f}")
+
+
+def pytest_configure(config):
+    atexit.register(_cpu)
 '''
 SERVER = ("import sys; from pytest_longctx.server import MessagesServer\n"
           "srv = MessagesServer('echo', latency=float(sys.argv[1]), record_requests=False).start()\n"
@@ -252,7 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=2, help="alternating plain / lrt pairs (default 2)")
     parser.add_argument("--tree", action="append", default=[], type=Path,
                         help="also run the plugin from this checkout (repeatable; rows named by folder)")
-    parser.add_argument("--no-warm", action="store_true", help="skip the warm (all cached) re-run")
+    parser.add_argument("--also", action="append", default=[], metavar="ARGS",
+                        help="also run the lrt rows with these extra pytest arguments (repeatable), e.g. "
+                             "'--longctx-gc-freeze off'")
+    parser.add_argument("--no-warm", action="store_true", help="skip the warm (all cached) re-runs")
     parser.add_argument("--no-floor", action="store_true", help="skip the plan-alone and bare-SDK measurements")
     args = parser.parse_args(argv)
     n = 20 * args.samples
@@ -268,10 +280,11 @@ def main(argv: list[str] | None = None) -> int:
         plain.mkdir()
         (plain / "pyproject.toml").write_text(ini, encoding="utf-8")
         (plain / "test_plain.py").write_text(PLAIN.format(n=n), encoding="utf-8")
-        trees: list[tuple[str, Path | None]] = [("", None)]
+        trees: list[tuple[str, Path | None, list[str]]] = [("", None, [])]
         for tree in args.tree:
             stand_ins(tree.resolve())
-            trees.append((f" [{tree.name}]", tree.resolve()))
+            trees.append((f" [{tree.name}]", tree.resolve(), []))
+        trees += [(f" [{extra}]", None, shlex.split(extra)) for extra in args.also]
         base_env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
         base_env.setdefault("LONGCTX_DATA_DIR", str(REPO.parent / "shared" / "corpora"))
         common = ["-q", "-n", str(args.workers), "-p", "bench_phases"]
@@ -281,8 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             disable = [a for name in our_plugins() for a in ("-p", f"no:{name}")]
             rows.append(run_pytest("plain", [*common, *disable], plain, env, root / "phases.txt"))
             print(f"  plain: {rows[-1].wall:.1f}s", file=sys.stderr)
-            for label, tree in trees:
-                project = root / f"lrt{rep}{len(label)}"
+            for index, (label, tree, extra) in enumerate(trees):
+                project = root / f"lrt{rep}-{index}"
                 shutil.copytree((tree or REPO) / "evals" / "lrt", project / "evals" / "lrt",
                                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
                 (project / "pyproject.toml").write_text(ini, encoding="utf-8")
@@ -294,16 +307,17 @@ def main(argv: list[str] | None = None) -> int:
                 cache = project / "cache"
                 lrt_args = [*common, "evals/lrt", "--longctx-model", "anthropic/claude-test", "--longctx-samples",
                             str(args.samples), "--longctx-max-concurrency", str(args.concurrency),
-                            "--longctx-cache-dir", str(cache), "--longctx-report-dir", str(project / "reports")]
+                            "--longctx-cache-dir", str(cache), "--longctx-report-dir", str(project / "reports"),
+                            *extra]
                 try:
-                    for warm in (False, True):
-                        if warm and args.no_warm:
+                    for name, more in (("lrt", []), ("lrt warm", []), ("lrt warm, no plan", ["--longctx-prefetch",
+                                                                                               "off"])):
+                        if name != "lrt" and args.no_warm:
                             continue
-                        name = ("lrt warm" if warm else "lrt") + label
-                        rows.append(run_pytest(name, lrt_args, project, tree_env, root / "phases.txt", server,
-                                               args.latency))
-                        print(f"  {name}: {rows[-1].wall:.1f}s", file=sys.stderr)
-                    if rep == 0 and tree is None and not args.no_floor:
+                        rows.append(run_pytest(name + label, [*lrt_args, *more], project, tree_env,
+                                               root / "phases.txt", server, args.latency))
+                        print(f"  {name + label}: {rows[-1].wall:.1f}s", file=sys.stderr)
+                    if rep == 0 and tree is None and not extra and not args.no_floor:
                         floor = measure_floor(project, server, tree_env, args)
                 finally:
                     server.close()
@@ -315,7 +329,8 @@ def main(argv: list[str] | None = None) -> int:
         print_floor(floor, [r for r in rows if r.name == "plain"], ideal)
     print(f"\nN={n}, latency {args.latency:g}s, C={args.concurrency}, -n {args.workers}; ideal = N x L / C = "
           f"{ideal:.2f}s; target: lrt wall <= plain wall + 1.2 x ideal")
-    header = (f"{'run':<24} {'wall s':>7} {'- plain':>8} {'target':>7} {'planned':>8} {'collected':>9} "
+    width = max([24, *(len(r.name) for r in rows)])
+    header = (f"{'run':<{width}} {'wall s':>7} {'- plain':>8} {'target':>7} {'planned':>8} {'collected':>9} "
               f"{'1st req':>7} {'last ans':>8} {'tests done':>10} {'sent':>5} {'cpu s':>6} exit")
     print(header)
     print("-" * len(header))
@@ -327,19 +342,19 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         if r.name == "plain":
             plain_wall = r.wall
-            print(f"{r.name:<24} {r.wall:>7.2f} {'':>8} {'':>7} {'':>8} {cell(r.collected, 9)} {'':>7} {'':>8} "
+            print(f"{r.name:<{width}} {r.wall:>7.2f} {'':>8} {'':>7} {'':>8} {cell(r.collected, 9)} {'':>7} {'':>8} "
                   f"{cell(r.tests_done, 10)} {'':>5} {r.cpu:>6.1f} {r.exit_code}")
             continue
         target = plain_wall + 1.2 * ideal
         verdict = "" if r.name.startswith("lrt warm") else (" meets target" if r.wall <= target else "")
-        print(f"{r.name:<24} {r.wall:>7.2f} {r.wall - plain_wall:>+8.2f} {target:>7.2f} {cell(r.planned, 8)} "
+        print(f"{r.name:<{width}} {r.wall:>7.2f} {r.wall - plain_wall:>+8.2f} {target:>7.2f} {cell(r.planned, 8)} "
               f"{cell(r.collected, 9)} {cell(r.first_request, 7)} {cell(r.last_answer, 8)} "
               f"{cell(r.tests_done, 10)} {r.sent:>5} {r.cpu:>6.1f} {r.exit_code}{verdict}")
-    print("\nCPU seconds by process (user + system; pytest's at pytest_unconfigure; the server's from /proc). "
+    print("\nCPU seconds by process (user + system; pytest's at exit; the server's from /proc). "
           "The 'cpu s' column is pytest and every process it waited for; 2 cores give at most 2 CPU-s per "
           "wall second:")
     for r in rows:
-        print(f"  {r.name:<22} " + ", ".join(f"{k} {v:.1f}" for k, v in sorted((r.cpu_by_role or {}).items())))
+        print(f"  {r.name:<{width}} " + ", ".join(f"{k} {v:.1f}" for k, v in sorted((r.cpu_by_role or {}).items())))
     return 0 if all(r.exit_code == 0 for r in rows) else 1
 
 
