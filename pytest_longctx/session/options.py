@@ -74,7 +74,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               "variants of a qa cell) with a prompt-cache breakpoint, so it is billed once at 1.25x and then read at "
               "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)"),
     OptionDef("gc-freeze", "true", "keep what a process holds after start-up and collection out of Python's full "
-              "garbage collections until the run ends (gc.freeze; a fifth of a sweep's CPU time on 2 cores) "
+              "garbage collections until the run ends (gc.freeze; about a tenth of an LRT sweep's CPU time on 2 cores) "
               "(default: true)"),
 )
 
