@@ -47,10 +47,9 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS_KEY] = settings
-    if settings.gc_freeze:  # here, first: the thaw is then the run's last clean-up, after pytest's exit collections
-        from pytest_longctx.session.heap import freeze
+    from pytest_longctx.session.heap import freeze
 
-        freeze(config)
+    freeze(config)  # here, first: the thaw is then the run's last clean-up, after pytest's exit collections
     if not config.pluginmanager.has_plugin("longctx-fixtures"):
         import importlib
 
@@ -149,10 +148,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     nothing is a usage error before any request is sent. Under xdist the controller does not collect:
     there the gate reports the same problem at the end (a gate error, exit 11).
     """
-    if session.config.stash[SETTINGS_KEY].gc_freeze:  # every process that collects: items live until the end
-        from pytest_longctx.session.heap import freeze
+    from pytest_longctx.session.heap import freeze
 
-        freeze(session.config)
+    freeze(session.config)  # every process that collects: its items live until the end
     if _is_controller(session.config) and any(item.get_closest_marker("longctx") for item in session.items):
         from pytest_longctx.errors import UsageError
         from pytest_longctx.session.preflight import check_selectors

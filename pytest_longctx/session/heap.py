@@ -17,12 +17,17 @@ import gc
 
 import pytest
 
+from pytest_longctx.session.keys import SETTINGS_KEY
+
 #: Set once this run has frozen the heap (then it also thaws it).
 FROZEN_KEY = pytest.StashKey[bool]()
 
 
 def freeze(config: pytest.Config) -> None:
-    """Freeze what is alive now; the first call in a run also schedules the thaw at the run's very end."""
+    """Freeze what is alive now (unless --longctx-gc-freeze is off); the first call in a run also schedules the
+    thaw at the run's very end."""
+    if not config.stash[SETTINGS_KEY].gc_freeze:
+        return
     if config.stash.get(FROZEN_KEY, False):
         gc.freeze()  # this run's own earlier freeze: add what collection built since
         return
