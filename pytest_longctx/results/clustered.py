@@ -1,0 +1,214 @@
+"""Estimates that count independent items, not trials: pooled accuracy and paired differences over clusters.
+
+Trials drawn from one item (a question asked in every cell) share its fate, so they are one unit of evidence
+with some extra information, not many. Both estimators here take each trial's outcome and its cluster and:
+
+* measure the design effect ``deff``: the cluster-robust (CR1, Liang-Zeger with the G/(G-1) small-sample factor)
+  variance of the mean over the variance the same trials would have were they independent, never below 1
+  (this plugin never claims more information than independent trials carry). With no variation to measure
+  (every trial right, or no discordant pair), the worst case is taken: each cluster one unit (``deff = n / G``);
+* turn the trials into an effective sample of ``n / deff`` (Kish) and build a score-type interval on it:
+  Wilson's for a proportion (after Korn & Graubard 1998, effective sample size), Agresti & Min's adjusted Wald
+  interval for a paired difference (2005: half a pseudo-pair in each cell of the 2x2 table, which keeps the
+  interval honest at zero discordance);
+* take critical values from Student's t with ``G - 1`` degrees of freedom, the standard remedy when clusters
+  are few (Cameron & Miller 2015, section VI), so twenty questions are treated as twenty, not as 2,300 trials.
+
+References: E. Miller, "Adding Error Bars to Evals" (2024), sections 2-4; Cameron & Miller, "A Practitioner's
+Guide to Cluster-Robust Inference" (J. Human Resources, 2015). Checked against statsmodels' cluster-robust OLS
+and by seeded simulation (``benchmarks/sim_gate.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Sequence
+from dataclasses import asdict, dataclass
+
+from pytest_longctx.results.stats import t_cdf, t_quantile, wilson
+
+LEVEL = 0.95
+
+
+def cluster_totals(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[list[float], list[int]]:
+    """Per cluster (in order of first appearance): the sum of ``values`` and the number of trials."""
+    index: dict[Hashable, int] = {}
+    sums: list[float] = []
+    sizes: list[int] = []
+    for value, cluster in zip(values, clusters, strict=True):
+        i = index.setdefault(cluster, len(sums))
+        if i == len(sums):
+            sums.append(0.0)
+            sizes.append(0)
+        sums[i] += value
+        sizes[i] += 1
+    return sums, sizes
+
+
+def cr1_variance(sums: Sequence[float], sizes: Sequence[int], mean: float) -> float:
+    """Cluster-robust (CR1) variance of a mean: G/(G-1) * sum_g (S_g - mean * n_g)^2 / N^2 (nan for G < 2)."""
+    g, n = len(sums), sum(sizes)
+    if g < 2 or n == 0:
+        return math.nan
+    return g / (g - 1) * sum((s - mean * m) ** 2 for s, m in zip(sums, sizes, strict=True)) / (n * n)
+
+
+def _deff(clustered: float, independent: float, n: int, g: int, varied: bool) -> float:
+    """Design effect, at least 1; the worst case (each cluster one unit) when there is no variation to measure."""
+    if not varied or g < 2:
+        return n / max(g, 1)
+    if independent <= 0 or math.isnan(clustered):
+        return 1.0
+    return max(1.0, clustered / independent)
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """Pooled accuracy of trials grouped into clusters, with a cluster-aware interval."""
+
+    correct: int
+    n: int
+    clusters: int
+    accuracy: float
+    low: float
+    high: float
+    deff: float
+    n_eff: float
+    df: float
+    level: float = LEVEL
+
+    def p_below(self, value: float) -> float:
+        """One-sided p-value of 'accuracy >= value' (small when the data show the accuracy is below it)."""
+        return _score_p(self, value, below=True)
+
+    def p_above(self, value: float) -> float:
+        """One-sided p-value of 'accuracy <= value' (small when the data show the accuracy is above it)."""
+        return _score_p(self, value, below=False)
+
+    def bounds(self, alpha: float) -> tuple[float, float]:
+        """One-sided (1 - alpha) lower and upper confidence bounds."""
+        return wilson(self.accuracy * self.n_eff, self.n_eff, t_quantile(1 - alpha, self.df))
+
+    def to_json(self) -> dict[str, float | int]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def _score_p(pooled: Pooled, value: float, *, below: bool) -> float:
+    if pooled.n == 0:
+        return 1.0
+    p, n_eff = pooled.accuracy, pooled.n_eff
+    if value <= 0.0 or value >= 1.0:  # the score test's variance vanishes: the data show it or they cannot
+        shown = p > value if not below else p < value
+        return 0.0 if shown else 1.0
+    z = (p - value) / math.sqrt(value * (1 - value) / n_eff)
+    return t_cdf(z, pooled.df) if below else t_cdf(-z, pooled.df)
+
+
+def pooled_accuracy(outcomes: Sequence[bool], clusters: Sequence[Hashable], level: float = LEVEL) -> Pooled:
+    """Accuracy of scored trials (True = correct) with a ``level`` interval that counts clusters, not trials."""
+    n = len(outcomes)
+    if n == 0:
+        return Pooled(0, 0, 0, 0.0, 0.0, 1.0, 1.0, 0.0, math.inf, level)
+    values = [1.0 if o else 0.0 for o in outcomes]
+    sums, sizes = cluster_totals(values, clusters)
+    g = len(sums)
+    k = int(sum(values))
+    p = k / n
+    deff = _deff(cr1_variance(sums, sizes, p), p * (1 - p) / n, n, g, 0 < k < n)
+    n_eff = n / deff
+    df = float(max(g - 1, 1))
+    low, high = wilson(p * n_eff, n_eff, t_quantile(1 - (1 - level) / 2, df))
+    return Pooled(k, n, g, p, low, high, deff, n_eff, df, level)
+
+
+@dataclass(frozen=True)
+class PairedDiff:
+    """Accuracy of this run minus the compared run's, over trials paired on items, with clusters counted."""
+
+    pairs: int
+    clusters: int
+    regressed: int
+    improved: int
+    diff: float
+    low: float
+    high: float
+    se: float
+    deff: float
+    df: float
+    p_value: float
+    #: Agresti-Min's adjusted difference, the centre of the interval and of the tests.
+    centre: float
+    level: float = LEVEL
+
+    def p_drop_over(self, margin: float) -> float:
+        """One-sided p-value of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
+        if self.pairs == 0:
+            return 1.0
+        return t_cdf((self.centre + margin) / self.se, self.df)
+
+    def drop_upper(self, alpha: float) -> float:
+        """One-sided (1 - alpha) upper confidence bound of the drop (the compared run's accuracy minus this one's)."""
+        if self.pairs == 0:
+            return 1.0
+        return min(1.0, -self.centre + t_quantile(1 - alpha, self.df) * self.se)
+
+    def drop_lower(self, alpha: float) -> float:
+        """One-sided (1 - alpha) lower confidence bound of the drop."""
+        if self.pairs == 0:
+            return -1.0
+        return max(-1.0, -self.centre - t_quantile(1 - alpha, self.df) * self.se)
+
+    def to_json(self) -> dict[str, float | int]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Sequence[Hashable],
+                      level: float = LEVEL) -> PairedDiff:
+    """This run's accuracy minus the compared run's on the same items (``now[i]`` and ``before[i]`` are one pair)."""
+    n = len(now)
+    if n == 0:
+        return PairedDiff(0, 0, 0, 0, 0.0, -1.0, 1.0, math.inf, 1.0, math.inf, 1.0, 0.0, level)
+    d = [float(a) - float(b) for a, b in zip(now, before, strict=True)]
+    regressed = sum(1 for x in d if x < 0)
+    improved = sum(1 for x in d if x > 0)
+    diff = (improved - regressed) / n
+    sums, sizes = cluster_totals(d, clusters)
+    g = len(sums)
+    deff = _deff(cr1_variance(sums, sizes, diff), ((regressed + improved) / n - diff * diff) / n, n, g,
+                 regressed + improved > 0)
+    # Agresti-Min on the effective counts: half a pseudo-pair in each of the four cells.
+    b, c, m = regressed / deff + 0.5, improved / deff + 0.5, n / deff + 2
+    centre = (c - b) / m
+    se = math.sqrt(max((b + c) / m - centre * centre, 0.0) / m)
+    df = float(max(g - 1, 1))
+    half = t_quantile(1 - (1 - level) / 2, df) * se
+    z = centre / se
+    p_value = min(1.0, 2 * min(t_cdf(z, df), t_cdf(-z, df)))
+    return PairedDiff(n, g, regressed, improved, diff, max(-1.0, centre - half), min(1.0, centre + half), se, deff,
+                      df, p_value, centre, level)
+
+
+def icc(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float | None:
+    """Intra-cluster correlation of binary outcomes (one-way ANOVA estimator, clipped to [0, 1]).
+
+    None when it cannot be estimated: fewer than two clusters, or no cluster with two trials, or no variation.
+    """
+    values = [1.0 if o else 0.0 for o in outcomes]
+    sums, sizes = cluster_totals(values, clusters)
+    g, n = len(sums), len(values)
+    if g < 2 or n <= g:
+        return None
+    p = sum(values) / n
+    msb = sum(m * (s / m - p) ** 2 for s, m in zip(sums, sizes, strict=True)) / (g - 1)
+    msw = sum(s * (1 - s / m) for s, m in zip(sums, sizes, strict=True)) / (n - g)
+    n0 = (n - sum(m * m for m in sizes) / n) / (g - 1)
+    denominator = msb + (n0 - 1) * msw
+    if denominator <= 0:
+        return None
+    return min(1.0, max(0.0, (msb - msw) / denominator))
+
+
+def weighted_cluster_size(sizes: Sequence[int]) -> float:
+    """Trials per cluster as a trial sees it (sum n_g^2 / N): the m in the design effect 1 + (m - 1) * rho."""
+    n = sum(sizes)
+    return sum(m * m for m in sizes) / n if n else 1.0
