@@ -13,7 +13,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
 * For command-line tools (question generation): :func:`parse_model_spec`, :func:`build_backend`,
   :class:`ModelClient`, :class:`ResponseCache`, :func:`missing_key_message`, :func:`start_model_server`.
 * In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
-  builders :func:`cell_bars`, :func:`accuracy_lines`.
+  builders :func:`cell_bars`, :func:`accuracy_lines`; :class:`Evidence` and :class:`LengthAxis` (units of
+  evidence and the context-length axis, ``pytest_longctx_evidence``).
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ _EXPORTS = {
     "missing_key_message": "pytest_longctx.backends:missing_key_message",
     "start_model_server": "pytest_longctx.backends:start_model_server",
     "ResponseCache": "pytest_longctx.dispatch.cache:ResponseCache",
+    "Evidence": "pytest_longctx.results.evidence:Evidence",
+    "LengthAxis": "pytest_longctx.results.evidence:LengthAxis",
     "wilson": "pytest_longctx.results.stats:wilson",
     "mcnemar_exact": "pytest_longctx.results.stats:mcnemar_exact",
     "GATE_EXIT_CODE": "pytest_longctx.results.gating:GATE_EXIT_CODE",
@@ -116,6 +119,8 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.figures import accuracy_lines as accuracy_lines
     from pytest_longctx.reporting.figures import cell_bars as cell_bars
     from pytest_longctx.reporting.sections import Section as Section
+    from pytest_longctx.results.evidence import Evidence as Evidence
+    from pytest_longctx.results.evidence import LengthAxis as LengthAxis
     from pytest_longctx.results.gating import (
         GATE_ERROR_EXIT_CODE as GATE_ERROR_EXIT_CODE,
     )

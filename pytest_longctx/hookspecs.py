@@ -25,6 +25,7 @@ import pytest
 
 if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section
+    from pytest_longctx.results.evidence import Evidence
 
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]
@@ -45,6 +46,20 @@ def pytest_longctx_report_sections(cells: Cells, trials: Trials) -> list[Section
     """HTML report sections for your experiments: title, which experiments it holds, figures, order.
 
     An experiment no section claims gets one of its own with a plain accuracy-per-cell chart.
+    """
+    return []
+
+
+def pytest_longctx_evidence() -> list[Evidence]:
+    """How your experiments' trials group into independent units of evidence, and their context-length axis.
+
+    Trials drawn from one item (a question asked in every cell) share its fate: intervals, paired comparisons
+    and the gate count such a cluster once, not once per trial. Return one :class:`~pytest_longctx.Evidence` per
+    experiment, e.g. ``Evidence("passkey", cluster="item", unit="key", why="...")`` (the trial's recorded
+    ``item``), ``cluster="detail.document"`` (a coarser unit the trial records) or ``cluster="trial"``. An
+    experiment that declares nothing has each trial as its own cluster. ``length=LengthAxis("filler")`` names
+    the cell parameter that sets the context length, for the effective context length. Called on the
+    controller once per run.
     """
     return []
 

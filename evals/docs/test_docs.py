@@ -29,11 +29,11 @@ pytestmark = pytest.mark.longctx("docs")
 
 async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
     item = docs.item_for(longctx.sample)
-    longctx.record(protocol=docs.protocol)  # also on an errored trial
+    longctx.record(item=item.id, protocol=docs.protocol)  # also on an errored or planned trial
     stack = docs.at_depth(item, depth)
     longctx.expect(item.answer, wrong=docs.wrong_answers(item, longctx.rng))
     answer = await longctx.ask(docs.question(item, docs.render(stack)))
-    longctx.record(item=item.id, answer=first_line(answer), tokenizer=longctx.tokenizer,
+    longctx.record(answer=first_line(answer), tokenizer=longctx.tokenizer,
                    **stack.detail())
     graded = await docs.grade(longctx, longctx_judge, item, answer)
     assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"
@@ -41,12 +41,12 @@ async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
 
 async def test_context_size(longctx, longctx_judge, docs, context_fraction: int, arm: str) -> None:
     item = docs.item_for(longctx.sample)
-    longctx.record(protocol=docs.protocol)  # also on an errored trial
+    longctx.record(item=item.id, protocol=docs.protocol)  # also on an errored or planned trial
     stack = docs.of_size(item, context_fraction)
     context, retrieval = docs.retrieve(stack, item) if arm == "rag" else (docs.render(stack), {})
     longctx.expect(item.answer, wrong=docs.wrong_answers(item, longctx.rng))
     answer = await longctx.ask(docs.question(item, context))
-    longctx.record(item=item.id, answer=first_line(answer), tokenizer=longctx.tokenizer,
+    longctx.record(answer=first_line(answer), tokenizer=longctx.tokenizer,
                    **stack.detail(), **retrieval)
     graded = await docs.grade(longctx, longctx_judge, item, answer)
     assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"

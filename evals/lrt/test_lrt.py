@@ -27,14 +27,14 @@ async def test_lrt(longctx, longctx_settings, pytestconfig, lines: int, shuffle:
     file = build(lines, shuffle, longctx.rng)
     neighbours = tuple(str(v) for k in (file.target - 1, file.target + 1) if (v := file.value_of(k)) is not None)
     request = lrt_request(file)
-    longctx.record(protocol=protocol, template=request.template)  # also on an errored trial
+    # the item (the file) and the template are recorded before asking: also on an errored or planned trial
+    longctx.record(item=f"lrt-{file.digest}", protocol=protocol, template=request.template)
     tokens = prompt_tokens(file, request.messages[0].content, longctx.tokenizer, longctx.count_tokens)
     check_fits(request, tokens, longctx.context_window)
     longctx.expect(file.expected, wrong=neighbours or ("0",))
     answer = await longctx.ask(request)
     scored = explain(file, answer)
-    longctx.record(answer=scored["answer_value"], item=f"line-{file.target}",
-                   target_line=file.target,
+    longctx.record(answer=scored["answer_value"], target_line=file.target,
                    instruction_at=file.instruction_at, context_tokens=tokens,
                    tokenizer=longctx.tokenizer, size_note=lrt_plan(longctx_settings, lrt_options(pytestconfig)).note,
                    **{k: v for k, v in scored.items() if k not in ("answer_value", "correct")})

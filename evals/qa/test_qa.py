@@ -11,6 +11,8 @@ study's own prompts and places the section as the study did (chunk index 20 for 
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from pytest_longctx.experiments.qa.flow import ask_mc
@@ -19,9 +21,10 @@ from pytest_longctx.experiments.qa.mcqa import example_count, shuffle_options
 pytestmark = pytest.mark.longctx("qa")
 
 
-def collage_seed(longctx, context_tokens, where) -> str:
-    """Shared by all prompt variants of a cell position, so variants are compared on the same context."""
-    return f"{longctx.run_seed}|qa-collage|{context_tokens}|{where}|{longctx.sample}"
+def collage_seed(longctx, context_tokens, where, key) -> str:
+    """Shared by all prompt variants of a cell position, so variants are compared on the same context; keyed by
+    the question (not the sample index), so two models that ask one question build the same context."""
+    return f"{longctx.run_seed}|qa-collage|{context_tokens}|{where}|{key}"
 
 
 async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_tokens, where, prompt="plain",
@@ -32,17 +35,20 @@ async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_to
             pytest.skip("no eligible question left for this sample")
         if not qa.fits(question, context_tokens):
             pytest.skip(f"no {context_tokens}-token context can be filled around {question.id}'s section")
+        key = question.id
     else:
-        question = qa.question(longctx.sample, context_tokens)
-    built = qa.build(question, context_tokens, where, collage_seed(longctx, context_tokens, where))
+        question, key = qa.draw(longctx.sample, context_tokens)
+    longctx.record(item=question.id)  # before asking: also on an errored or planned trial
+    rng = random.Random(f"{longctx.run_seed}|qa-shots|{key}|{context_tokens}|{where}|{prompt}|{examples}")
+    built = qa.build(question, context_tokens, where, collage_seed(longctx, context_tokens, where, key))
     collage = built.collage
     if examples.startswith("context"):
-        shots = qa.context_examples(collage, question, example_count(examples), longctx.rng)
+        shots = qa.context_examples(collage, question, example_count(examples), rng)
     elif examples.startswith("general"):
-        shots = [shuffle_options(q, longctx.rng) for q in general_examples[: example_count(examples)]]
+        shots = [shuffle_options(q, rng) for q in general_examples[: example_count(examples)]]
     else:
         shots = []
-    given, expected = await ask_mc(longctx, question, built.text, prompt=prompt, examples=shots,
+    given, expected = await ask_mc(longctx, question, built.text, prompt=prompt, examples=shots, key=key,
                                    scoring=qa_plan.scoring, protocol=settings.protocol, variant=examples, detail={
         "depth_requested": where, "depth_achieved": round(collage.depth, 2), "gold_offset": collage.start,
         "context_tokens_label": context_tokens, "context_tokens_actual": built.tokens,

@@ -31,18 +31,15 @@ LEVEL = 0.95
 
 
 def cluster_totals(values: Sequence[float], clusters: Sequence[Hashable]) -> tuple[list[float], list[int]]:
-    """Per cluster (in order of first appearance): the sum of ``values`` and the number of trials."""
-    index: dict[Hashable, int] = {}
-    sums: list[float] = []
-    sizes: list[int] = []
+    """Per cluster (in the order of their names, so that results do not depend on the trials' order): the sum of
+    ``values`` and the number of trials."""
+    sums: dict[Hashable, float] = {}
+    sizes: dict[Hashable, int] = {}
     for value, cluster in zip(values, clusters, strict=True):
-        i = index.setdefault(cluster, len(sums))
-        if i == len(sums):
-            sums.append(0.0)
-            sizes.append(0)
-        sums[i] += value
-        sizes[i] += 1
-    return sums, sizes
+        sums[cluster] = sums.get(cluster, 0.0) + value
+        sizes[cluster] = sizes.get(cluster, 0) + 1
+    order = sorted(sums, key=str)
+    return [sums[c] for c in order], [sizes[c] for c in order]
 
 
 def cr1_variance(sums: Sequence[float], sizes: Sequence[int], mean: float) -> float:
@@ -97,10 +94,11 @@ def _score_p(pooled: Pooled, value: float, *, below: bool) -> float:
     if pooled.n == 0:
         return 1.0
     p, n_eff = pooled.accuracy, pooled.n_eff
-    if value <= 0.0 or value >= 1.0:  # the score test's variance vanishes: the data show it or they cannot
+    spread = math.sqrt(value) * math.sqrt(1 - value) / math.sqrt(n_eff)  # no underflow for tiny values
+    if spread <= 0.0:  # at 0 or 1 the score test's variance vanishes: the data show it or they cannot
         shown = p > value if not below else p < value
         return 0.0 if shown else 1.0
-    z = (p - value) / math.sqrt(value * (1 - value) / n_eff)
+    z = (p - value) / spread
     return t_cdf(z, pooled.df) if below else t_cdf(-z, pooled.df)
 
 

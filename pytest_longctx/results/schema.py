@@ -14,7 +14,9 @@ from typing import Any
 from pytest_longctx.errors import UsageError
 
 SCHEMA = "pytest-longctx/run"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+#: Versions this plugin reads. Version 1 had no ``cluster`` on its trials: they load as one cluster each.
+READABLE_VERSIONS = (1, 2)
 OUTCOMES = ("correct", "incorrect", "error")
 
 #: Required fields of a cell and a trial, with the check each value must pass and its description.
@@ -64,8 +66,9 @@ def record_problem(record: Any) -> str | None:
         found = f"schema {record['schema']!r}" if "schema" in record else "no 'schema' field"
         return f"not a pytest-longctx run record ({found}; {SCHEMA!r} expected)"
     version = record.get("version")
-    if version != SCHEMA_VERSION:
-        return f"run record version {version!r} is not supported (this plugin reads version {SCHEMA_VERSION})"
+    if version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        return f"run record version {version!r} is not supported (this plugin reads versions {readable})"
     if not isinstance(record.get("settings", {}), dict):
         return "'settings' is not an object"
     for name in ("cells", "trials"):
@@ -99,5 +102,7 @@ def load_record(path: Path, *, flag: str = "--longctx-compare") -> dict[str, Any
     if problem is not None:
         raise UsageError(f"{flag}: {path}: {problem}; {hint}")
     result: dict[str, Any] = record
+    for trial in result["trials"]:  # version 1: no clusters; each trial counts alone
+        trial.setdefault("cluster", f"trial:{trial.get('nodeid') or trial['experiment']}#{trial['sample']}")
     return result
 

@@ -17,7 +17,7 @@ from pytest_longctx.backends.models import ModelSpec, parse_model_spec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
-from pytest_longctx.results.gating import Threshold, parse_threshold
+from pytest_longctx.results.gating import Threshold, parse_alpha, parse_threshold
 
 DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")
@@ -48,8 +48,17 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("samples", None, "trials per condition cell, or 'all': every eligible item in every cell "
               "(default: the model's profile: fake 40, local 1, remote 20)"),
     OptionDef("report-dir", "reports", "where longctx.json, longctx.html and the run history go (default: reports)"),
-    OptionDef("threshold", None, "gate expression SELECTOR:SPEC, repeatable, e.g. '*:0.8', "
-              "'experiment=lrt,shuffle=none:0.95', '*:max-drop=0.05/sig' (default: none)", is_list=True),
+    OptionDef("threshold", None, "gate expression SELECTOR:CHECK[/READING][/each][@n=N], repeatable; the selector's "
+              "cells are pooled: e.g. 'experiment=lrt:max-drop=0' (fail when the data show a drop), "
+              "'experiment=qa:min=0.6/shown' (fail unless the data show 0.6), "
+              "'experiment=lrt:min-effective-length=32000' (see docs/ci-gating.md) (default: none)", is_list=True),
+    OptionDef("alpha", "0.05", "the gate's false-alarm rate: its alarm checks together fail an unchanged model at "
+              "most this often (one-sided tests, Holm across them); 'shown' checks use 1 - alpha bounds "
+              "(default: 0.05)"),
+    OptionDef("effective-accuracy", "0.85", "accuracy a context length must reach to count toward the effective "
+              "context length (default: 0.85, RULER's bar)"),
+    OptionDef("detect", None, "with --longctx-plan: also print the samples and the cost needed to detect a drop "
+              "of this size (e.g. 0.03) with power 0.8 (default: none)"),
     OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
     OptionDef("cache", "on", "response cache: on, off, replay (fail trials whose response is not cached), "
               "refresh (ignore and overwrite entries) (default: on)"),
@@ -110,6 +119,10 @@ class Settings:
     prompt_cache: bool = False
     #: --longctx-gc-freeze: freeze the heap after start-up and after collection (``session/heap.py``)
     gc_freeze: bool = True
+    #: the gate's family-wise false-alarm rate, the effective length's accuracy bar, the plan's drop to detect
+    alpha: float = 0.05
+    effective_accuracy: float = 0.85
+    detect: float | None = None
     rootdir: Path = field(default=Path("."))
 
     def to_json(self) -> dict[str, object]:
@@ -132,6 +145,8 @@ class Settings:
             "samples_all": self.samples_all,
             "prompt_cache": self.prompt_cache,
             "prompt_cache_mode": self.prompt_cache_mode,
+            "alpha": self.alpha,
+            "effective_accuracy": self.effective_accuracy,
         }
 
 
@@ -268,5 +283,19 @@ def resolve(config: pytest.Config) -> Settings:
         prompt_cache_mode=prompt_cache_mode,
         prompt_cache=prompt_cache_mode == "on" or (prompt_cache_mode == "auto" and caches_prompts(model.provider)),
         gc_freeze=_bool(by["gc-freeze"], raw["gc-freeze"]),
+        alpha=parse_alpha(str(raw["alpha"]), flag=by["alpha"].flag),
+        effective_accuracy=_rate(by["effective-accuracy"], raw["effective-accuracy"], "e.g. 0.85"),
+        detect=_rate(by["detect"], raw["detect"], "a drop such as 0.03") if raw["detect"] is not None else None,
         rootdir=rootdir,
     )
+
+
+def _rate(opt: OptionDef, value: str | None, example: str) -> float:
+    """A number strictly between 0 and 1; a one-line usage error naming the option otherwise."""
+    try:
+        number = float(str(value))
+    except ValueError:
+        raise UsageError(f"{opt.flag}: expected a number between 0 and 1 ({example}), got {value!r}") from None
+    if not 0 < number < 1:
+        raise UsageError(f"{opt.flag}: expected a number between 0 and 1 ({example}), got {number}")
+    return number

@@ -13,8 +13,10 @@ import pytest
 
 from pytest_longctx import __version__
 from pytest_longctx.errors import UsageError
-from pytest_longctx.results.compare import baselines_by_key, compare
-from pytest_longctx.results.gating import evaluate, gate_error
+from pytest_longctx.results.compare import Comparison, compare
+from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
+from pytest_longctx.results.gate import GateInputs, evaluate
+from pytest_longctx.results.gating import gate_error
 from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION, load_record
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY
 from pytest_longctx.session.options import Settings
@@ -31,11 +33,20 @@ def git_commit(root: Path) -> str | None:
     return out.stdout.strip() or None
 
 
-def build_record(settings: Settings, state: Any, finished: float, workers: int) -> dict[str, Any]:
-    """The versioned run record (see README "Run record")."""
+def build_record(settings: Settings, state: Any, finished: float, workers: int,
+                 declared: dict[str, Evidence] | None = None) -> dict[str, Any]:
+    """The versioned run record (see docs/run-record.md); every trial stamped with its cluster."""
     agg = state.aggregator
     cells = agg.cells()
     trials = agg.trials
+    declared = declared or {}
+    assign_clusters(trials, declared)
+    clusters: dict[str, set[str]] = {}
+    for t in trials:
+        if t["outcome"] != "error":
+            clusters.setdefault(t["experiment"] + "\0" + _canon(t["params"]), set()).add(t["cluster"])
+    for cell in cells:
+        cell["clusters"] = len(clusters.get(cell["experiment"] + "\0" + _canon(cell["params"]), ()))
     tokenizers = sorted({t["detail"]["tokenizer"] for t in trials if "tokenizer" in t.get("detail", {})})
     fixtures: dict[str, str] = {}
     for t in trials:
@@ -56,11 +67,18 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int) 
             "tokenizers": tokenizers,
         },
         "fixtures": dict(sorted(fixtures.items())),
+        "evidence": describe(declared, trials),
         "cells": cells,
         "trials": trials,
         "usage": agg.usage(),
         "stopped": state.stop_reason,
     }
+
+
+def _canon(params: dict[str, Any]) -> str:
+    import json
+
+    return json.dumps(params, sort_keys=True)
 
 
 def finish_run(session: pytest.Session) -> None:
@@ -75,10 +93,14 @@ def _finish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash[RUN_KEY]
     settings = config.stash[SETTINGS_KEY]
+    from pytest_longctx.session.contrib import call_each, flat
     from pytest_longctx.session.keys import SHARED_KEY
 
-    record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers)
-    record["comparison"], record["gate"] = _compare_and_gate(record, settings, state)
+    declared = by_experiment(e for e in flat(call_each(config, "pytest_longctx_evidence", state.notes))
+                             if isinstance(e, Evidence))
+    record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
+    comparison, record["comparison"], record["gate"] = _compare_and_gate(record, settings, state, declared)
+    _guarded(state, "the per-experiment summary", lambda: _summarize(record, settings, declared, comparison))
     if settings.plan:
         from pytest_longctx.dispatch.plan import summarize_plan
 
@@ -94,8 +116,6 @@ def _finish(session: pytest.Session) -> None:
 
             record["prefetch"]["rates"] = rates
             state.notes.append(rate_note(rates))
-    from pytest_longctx.session.contrib import call_each, flat
-
     for extra in call_each(session.config, "pytest_longctx_record_settings", state.notes, config=session.config):
         record["settings"].update(extra)
     record["tables"] = flat(call_each(session.config, "pytest_longctx_tables", state.notes,
@@ -125,31 +145,54 @@ def _guarded(state: Any, what: str, action: Any) -> None:
         state.notes.append(f"could not compute {what}: {type(exc).__name__}: {exc}")
 
 
-def _compare_and_gate(record: dict[str, Any], settings: Settings,
-                      state: Any) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+def _summarize(record: dict[str, Any], settings: Settings, declared: dict[str, Evidence],
+               comparison: Comparison | None) -> None:
+    """Pooled accuracy, effective length and detectable drop per experiment (and the compared run's lengths)."""
+    from pytest_longctx.results.overview import effective_lengths, overview
+
+    if settings.plan:
+        return
+    trials = record["trials"]
+    record["experiments"] = overview(trials, declared, comparison=comparison, alpha=settings.alpha,
+                                     thresholds=settings.thresholds)
+    record["effective_length"] = effective_lengths(trials, declared, settings.effective_accuracy, settings.seed)
+    if comparison is not None and record.get("comparison"):
+        record["comparison"]["effective_length"] = effective_lengths(
+            comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
+
+
+def _compare_and_gate(record: dict[str, Any], settings: Settings, state: Any, declared: dict[str, Evidence],
+                      ) -> tuple[Comparison | None, dict[str, Any] | None, dict[str, Any]]:
     """The comparison (with --longctx-compare) and the gate; whatever fails is a gate error, never a pass."""
     baseline = getattr(state, "baseline", None)
     compared_with = str(settings.compare) if settings.compare is not None else None
     if settings.plan:
         if settings.thresholds:
             state.notes.append("plan mode: nothing was answered, so the gate was not evaluated")
-        return None, evaluate(record["cells"], (), None)
+        return None, None, evaluate((), GateInputs(record["cells"], record["trials"], alpha=settings.alpha))
+    comparison = summary = None
     try:
         if settings.compare is not None and baseline is None:
             baseline = load_record(settings.compare)  # normally read at start-up (plugin.pytest_configure)
-        comparison = None
         if baseline is not None:
-            alphas = [t.alpha for t in settings.thresholds if t.alpha is not None]
-            comparison = compare(record["cells"], record["trials"], baseline, min(alphas) if alphas else 0.05)
+            assign_clusters([t for t in baseline["trials"] if "cluster" not in t], declared)
+            comparison, summary = compare(record["cells"], record["trials"], baseline, record["settings"],
+                                          settings.alpha)
     except Exception as exc:  # a comparison that could not be made fails the gate
         record["compare_error"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
-        return None, gate_error(f"comparison with {compared_with} failed: {record['compare_error']}",
-                                settings.thresholds)
+        return None, None, gate_error(f"comparison with {compared_with} failed: {record['compare_error']}",
+                                      settings.thresholds, settings.alpha)
+    inputs = GateInputs(record["cells"], record["trials"], comparison, compared_with, settings.alpha,
+                        lengths={e: d.length for e, d in declared.items() if d.length is not None},
+                        units={e: d.unit for e, d in declared.items()},
+                        effective_accuracy=settings.effective_accuracy, seed=settings.seed,
+                        samples=None if settings.samples_all else settings.samples)
     try:
-        gate = evaluate(record["cells"], settings.thresholds, baselines_by_key(baseline), compared_with=compared_with)
+        gate = evaluate(settings.thresholds, inputs)
     except Exception as exc:  # a gate that could not run fails closed
-        gate = gate_error(f"the gate could not be evaluated: {type(exc).__name__}: {exc}", settings.thresholds)
-    return comparison, gate
+        gate = gate_error(f"the gate could not be evaluated: {type(exc).__name__}: {exc}", settings.thresholds,
+                          settings.alpha)
+    return comparison, summary, gate
 
 
 def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> None:

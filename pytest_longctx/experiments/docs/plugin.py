@@ -55,6 +55,16 @@ def _mine(rows: Rows) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") == EXPERIMENT]
 
 
+def pytest_longctx_evidence() -> list[Any]:
+    """Sample i asks one reviewed QA item in every depth, size and arm cell: the item is the unit of evidence."""
+    from pytest_longctx import Evidence, LengthAxis
+
+    return [Evidence("docs", "item", "QA item",
+                     "sample i asks the same reviewed QA item in every depth, size and arm cell, and it shares its "
+                     "fate there", LengthAxis("context_fraction", tokens="context_tokens",
+                                              where={"arm": "long-context"}))]
+
+
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     """Accuracy by answer depth and context size, long context vs retrieval, in the write-up's layout."""
     if not _mine(cells):

@@ -80,6 +80,17 @@ def _mine(rows: Rows) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") in EXPERIMENTS]
 
 
+def pytest_longctx_evidence() -> list[Any]:
+    """Trial i asks one question (one key-value row) in every cell: the question (row) is the unit of evidence."""
+    from pytest_longctx import Evidence, LengthAxis
+
+    return [Evidence("litm-qa", "item", "question",
+                     "trial i asks the same NQ-Open question at every number of documents and gold position",
+                     LengthAxis("documents", tokens="context_tokens", exclude={"documents": "[01]"})),
+            Evidence("litm-kv", "item", "row", "trial i looks up the same row's key at every key position",
+                     LengthAxis("keys", tokens="context_tokens"))]
+
+
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     """The paper's accuracy-by-position tables (QA per number of documents, KV per number of keys)."""
     if not _mine(cells):

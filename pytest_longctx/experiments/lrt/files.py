@@ -16,6 +16,7 @@ order. The instruction is inserted after shuffling, exactly once.
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 from dataclasses import dataclass, field
@@ -73,6 +74,14 @@ class LrtFile:
     @cached_property
     def lines(self) -> tuple[str, ...]:
         return tuple(self.text.split("\n"))
+
+    @cached_property
+    def digest(self) -> str:
+        """The file's identity (protocol, line order, values, asked line, instruction place): its item id."""
+        h = hashlib.sha256(f"{self.protocol}|{self.target}|{self.instruction_at}|".encode())
+        h.update(np.ascontiguousarray(self.order_array, dtype=np.int64).tobytes())
+        h.update(np.ascontiguousarray(self.value_array, dtype=np.int64).tobytes())
+        return h.hexdigest()[:16]
 
     def value_of(self, line: int) -> int | None:
         """The value of ``line``, or None if the file has no such line."""

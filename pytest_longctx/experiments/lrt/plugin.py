@@ -51,6 +51,17 @@ def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
     return lrt_options(config).to_json()
 
 
+def pytest_longctx_evidence() -> list[Any]:
+    """Each trial draws its own file, so each trial is one unit of evidence; its item names the file."""
+    from pytest_longctx import Evidence, LengthAxis
+
+    return [Evidence(EXPERIMENT, "item", "file",
+                     "each trial draws its own file (values, order, asked line, instruction place) from its own "
+                     "seed, and nothing repeats across cells: every trial is one independent unit; the item is the "
+                     "file's digest, so two runs with the same seed and protocol pair file by file",
+                     LengthAxis("lines", tokens="context_tokens"))]
+
+
 def _mine(rows: Rows) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") == EXPERIMENT]
 

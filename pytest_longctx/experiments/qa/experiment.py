@@ -126,15 +126,23 @@ class QaData:
         return [by_id[qid] for qid in order]
 
     def question(self, sample: int, budget: int | None = None) -> Question:
-        """Sample i asks the i-th pool question whose section fits in ``budget`` tokens.
+        """Sample i asks the i-th pool question whose section fits in ``budget`` tokens (see :meth:`draw`)."""
+        return self.draw(sample, budget)[0]
 
-        Every cell of one size asks the same questions, so cells are paired; small budgets can
-        only hold short sections and so draw from those.
+    def draw(self, sample: int, budget: int | None = None) -> tuple[Question, str]:
+        """Sample i asks the i-th pool question whose section fits in ``budget`` tokens, and the draw's key.
+
+        Every cell of one size asks the same questions, so cells are paired; small budgets can only hold short
+        sections and so draw from those. The pool's order is the same for every model (seeded by the run seed),
+        so a model's own baseline filter removes questions without reordering the rest. The key is the question
+        id (``id#k`` on the k-th pass when there are more samples than questions): contexts and option orders
+        are drawn from it, not from the sample index, so two models asking one question see the same prompt.
         """
         pool = [q for q in self.pool if budget is None or self.fits(q, budget)]
         if not pool:
             raise LookupError(f"no question left whose section fits in {budget} tokens after the baseline filter")
-        return pool[sample % len(pool)]
+        question, repeat = pool[sample % len(pool)], sample // len(pool)
+        return question, question.id + (f"#{repeat}" if repeat else "")
 
     def fits(self, question: Question, budget: int) -> bool:
         """Whether a context of ``budget`` tokens around this question's section can be filled within tolerance

@@ -13,21 +13,24 @@ from pytest_longctx.experiments.qa.questions import Question
 from pytest_longctx.experiments.qa.scoring import extract_choice
 
 
-def option_rng(seed: int, question: Question, sample: int) -> random.Random:
-    """Option order depends on the question and sample only, so every prompt variant sees the same order."""
-    return random.Random(f"{seed}|options|{question.id}|{sample}")
+def option_rng(seed: int, key: str) -> random.Random:
+    """Option order depends on the asked item only (the question id, ``#k`` on its k-th repeat in a cell), as the
+    study drew one permutation per question: every prompt variant, position and size, and every model that asks
+    the question, sees the same order."""
+    return random.Random(f"{seed}|options|{key}")
 
 
 async def ask_mc(trial: Trial, question: Question, context: str, *, prompt: str = "plain",
                  examples: Sequence[Shuffled] = (), detail: dict[str, Any] | None = None,
                  scoring: str = "generate", protocol: str = "longctx", variant: str = "none",
-                 ) -> tuple[str | None, str]:
+                 key: str | None = None) -> tuple[str | None, str]:
     """Ask one shuffled question over ``context``; record expected/given letters; return (given, expected).
 
     ``protocol="source"`` sends the study's own prompt for ``prompt`` × ``variant`` (the examples name)
-    and reads the answer as the study did.
+    and reads the answer as the study did. ``key`` names the draw (default: the question id).
     """
-    item = shuffle_options(question, option_rng(trial.run_seed, question, trial.sample))
+    trial.record(item=question.id)  # before asking: also on an errored or planned trial
+    item = shuffle_options(question, option_rng(trial.run_seed, key or question.id))
     if protocol == "source":
         return await _ask_source(trial, question, item, context, prompt, variant, examples, detail or {})
     request = build_request(context, item, prompt, examples, scoring)

@@ -56,6 +56,16 @@ def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") in names]
 
 
+def pytest_longctx_evidence() -> list[Any]:
+    """One question is asked in every cell of qa (and in its controls): the question is the unit of evidence."""
+    from pytest_longctx import Evidence, LengthAxis
+
+    why = ("one question is asked in every prompt variant, position, depth and size (and in the controls), and "
+           "shares its fate there")
+    return [Evidence("qa", "item", "question", why, LengthAxis("context_tokens", tokens="context_tokens_actual")),
+            Evidence("qa-baseline", "item", "question", why), Evidence("qa-control", "item", "question", why)]
+
+
 def pytest_longctx_tables(cells: Cells, trials: Cells) -> list[dict[str, Any]]:
     """The study's accuracy table and the size table (qa cells only)."""
     mine = _only(cells, (EXPERIMENT,))

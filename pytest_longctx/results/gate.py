@@ -1,0 +1,316 @@
+"""The gate: every threshold checked on the evidence it pools, alarms corrected together, verdicts in words.
+
+See :mod:`pytest_longctx.results.gating` for the grammar and the readings. Each threshold yields one check (a
+``/each`` threshold: one per cell, under it); alarm checks' one-sided p-values are Holm-adjusted across the gate,
+so an unchanged model trips any of them at most ``alpha`` of the time.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
+from pytest_longctx.results.compare import Comparison, cell_in
+from pytest_longctx.results.effective import DEFAULT_THRESHOLD, effective_length
+from pytest_longctx.results.evidence import LengthAxis
+from pytest_longctx.results.gating import (
+    DEFAULT_ALPHA,
+    GATE_ERROR_EXIT_CODE,
+    GATE_EXIT_CODE,
+    VERDICTS,
+    Threshold,
+    _cell_name,
+    describe_cells,
+)
+from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
+
+Cell = dict[str, Any]
+
+
+@dataclass
+class GateInputs:
+    """What the gate reads: this run's cells and trials (stamped with clusters), the comparison, the settings."""
+
+    cells: list[Cell]
+    trials: Sequence[Mapping[str, Any]]
+    comparison: Comparison | None = None
+    compared_with: str | None = None
+    alpha: float = DEFAULT_ALPHA
+    lengths: Mapping[str, LengthAxis] = field(default_factory=dict)
+    units: Mapping[str, str] = field(default_factory=dict)
+    effective_accuracy: float = DEFAULT_THRESHOLD
+    seed: int = 0
+    samples: int | None = None
+
+    def scored(self, cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+        keys = {(c["experiment"], _params_key(c["params"])) for c in cells}
+        return [t for t in self.trials if t["outcome"] != "error"
+                and (t["experiment"], _params_key(t["params"])) in keys]
+
+    def unit(self, cells: Sequence[Mapping[str, Any]]) -> str:
+        units = {self.units.get(c["experiment"], "trial") for c in cells}
+        return units.pop() if len(units) == 1 else "item"
+
+
+def _params_key(params: Mapping[str, Any]) -> str:
+    import json
+
+    return json.dumps(dict(params), sort_keys=True)
+
+
+def evaluate(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> dict[str, Any]:
+    """Check every threshold, correct the alarms together, and return the gate summary for the run record."""
+    checks: list[dict[str, Any]] = []
+    errors: list[str] = []
+    for cell in inputs.cells:
+        cell["checks"] = []
+    for threshold in thresholds:
+        check = _check(threshold, inputs)
+        checks.append(check)
+        if check["verdict"] == "error":
+            errors.append(check["words"])
+        elif check["verdict"] == "too-few" and not threshold.each:  # a pooled check that checked nothing
+            errors.append(f"threshold {threshold.text!r}: {check['words']}")
+    _correct_alarms(checks, inputs.alpha)
+    for check in checks:
+        for cell_check in check.pop("_cells", []):
+            cell = cell_check.pop("cell")
+            cell["checks"].append({k: v for k, v in cell_check.items() if not k.startswith("_")})
+        for key in [k for k in check if k.startswith("_")]:
+            del check[key]
+    if inputs.compared_with is not None and inputs.cells and inputs.comparison is not None:
+        base_keys = {c["key"] for c in inputs.comparison.baseline.get("cells", [])}
+        if not any(c["key"] in base_keys for c in inputs.cells):
+            errors.append(f"the compared run {inputs.compared_with} shares no cell with this run "
+                          f"(it has {len(base_keys)} cells, this run {len(inputs.cells)})")
+    counts = dict.fromkeys(VERDICTS, 0)
+    for check in checks:
+        counts[check["verdict"]] += 1
+    status = "error" if errors else "none" if not thresholds else "fail" if counts["fail"] else "pass"
+    return {"status": status, "counts": counts, "errors": errors, "checks": checks,
+            "thresholds": [t.text for t in thresholds], "alpha": inputs.alpha,
+            "exit_code": {"error": GATE_ERROR_EXIT_CODE, "fail": GATE_EXIT_CODE}.get(status, 0)}
+
+
+def _base(threshold: Threshold, matched: Sequence[Cell]) -> dict[str, Any]:
+    return {"threshold": threshold.text, "kind": threshold.kind, "reading": threshold.reading,
+            "each": threshold.each, "value": threshold.value, "cells": len(matched), "verdict": "pass",
+            "p": None, "p_adjusted": None, "needs_samples": None, "needs_clusters": None}
+
+
+def _check(threshold: Threshold, inputs: GateInputs) -> dict[str, Any]:
+    matched = [c for c in inputs.cells if threshold.matches(c["experiment"], c["params"])]
+    out = _base(threshold, matched)
+    quoted = repr(threshold.text)
+    if not matched:
+        return _error(out, f"threshold {quoted} matches no cell of this run ({describe_cells(inputs.cells)})")
+    if threshold.relative and inputs.comparison is None:
+        return _error(out, f"threshold {quoted} is relative to an earlier run: pass --longctx-compare PATH")
+    if threshold.each:
+        return _each(threshold, matched, inputs, out)
+    if threshold.kind == "min-effective-length":
+        return _effective(threshold, matched, inputs, out)
+    unit = inputs.unit(matched)
+    if threshold.kind == "min":
+        pooled = pooled_accuracy([t["outcome"] == "correct" for t in inputs.scored(matched)],
+                                 [str(t.get("cluster")) for t in inputs.scored(matched)])
+        return _judge_min(threshold, pooled, unit, inputs, out, f"{len(matched)} cell{'s' * (len(matched) != 1)}")
+    assert inputs.comparison is not None
+    diff = inputs.comparison.diff(cell_in({c["key"] for c in matched}))
+    if diff.pairs == 0:
+        why = inputs.comparison.pairing.summary()["unpaired_here"]
+        reasons = "; ".join(f"{n} {r}" for r, n in why.items()) or "no trials"
+        return _error(out, f"threshold {quoted}: no trial of its {len(matched)} cells paired with the compared "
+                           f"run ({reasons}): the same seed, protocol and items are needed")
+    return _judge_drop(threshold, diff, unit, inputs, out)
+
+
+def _error(out: dict[str, Any], words: str) -> dict[str, Any]:
+    return {**out, "verdict": "error", "words": words}
+
+
+def _too_few(threshold: Threshold, clusters: int, unit: str, out: dict[str, Any]) -> dict[str, Any] | None:
+    need = max(threshold.min_n, 1 if threshold.reading == "point" else 2)
+    if clusters >= need:
+        return None
+    return {**out, "verdict": "too-few", "clusters": clusters,
+            "words": f"{clusters} {_plural(unit, clusters)} (independent items) < {need}: nothing to decide on"}
+
+
+def _plural(unit: str, n: int) -> str:
+    if n == 1:
+        return unit
+    return unit[:-1] + "ies" if unit.endswith("y") and not unit.endswith("ey") else unit + "s"
+
+
+def _needs(clusters: int, factor: float, inputs: GateInputs, out: dict[str, Any]) -> str:
+    """How many more independent items (and samples a cell) would show it, if the estimate stays where it is."""
+    if not math.isfinite(factor) or factor <= 0:
+        return ""
+    need = math.ceil(clusters * factor)
+    out["needs_clusters"] = need
+    if inputs.samples:
+        out["needs_samples"] = math.ceil(inputs.samples * factor)
+        return f"; about {need:,} independent items (--longctx-samples {out['needs_samples']:,}) would show it"
+    return f"; about {need:,} independent items would show it"
+
+
+def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInputs, out: dict[str, Any],
+               where: str) -> dict[str, Any]:
+    alpha, a = inputs.alpha, threshold.value
+    out.update(estimate=pooled.accuracy, low=pooled.low, high=pooled.high, clusters=pooled.clusters,
+               n=pooled.n, unit=unit)
+    if (few := _too_few(threshold, pooled.clusters, unit, out)) is not None:
+        return few
+    said = (f"pooled accuracy {pooled.accuracy:.3f} [{pooled.low:.3f}, {pooled.high:.3f}] over {where}, "
+            f"{pooled.clusters:,} {_plural(unit, pooled.clusters)}")
+    if threshold.reading == "point":
+        ok = pooled.accuracy >= a
+        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {a} (point)"}
+    if threshold.reading == "shown":
+        low, _ = pooled.bounds(alpha)
+        if low >= a:
+            return {**out, "words": f"{said}: shown at least {a} (lower bound {low:.3f})"}
+        needs = ""
+        if pooled.accuracy > a:
+            var = pooled.accuracy * (1 - pooled.accuracy)
+            need_eff = (t_quantile(1 - alpha, pooled.df) ** 2) * var / (pooled.accuracy - a) ** 2
+            needs = _needs(pooled.clusters, need_eff / max(pooled.n_eff, 1e-9), inputs, out)
+        return {**out, "verdict": "fail", "words": f"{said}: not shown at least {a} (lower bound {low:.3f}){needs}"}
+    out["p"] = pooled.p_below(a)
+    out["_said"] = said
+    out["_claim"] = f"below {a}"
+    return out
+
+
+def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateInputs,
+                out: dict[str, Any]) -> dict[str, Any]:
+    alpha, x = inputs.alpha, threshold.value
+    drop = -diff.diff
+    out.update(estimate=diff.diff, low=diff.low, high=diff.high, clusters=diff.clusters, n=diff.pairs, unit=unit)
+    if (few := _too_few(threshold, diff.clusters, unit, out)) is not None:
+        return few
+    said = (f"drop {drop:+.3f} (difference {diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]) over "
+            f"{diff.pairs:,} paired trials, {diff.clusters:,} {_plural(unit, diff.clusters)}")
+    if threshold.reading == "point":
+        ok = drop <= x + 1e-12
+        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x} (point)"}
+    if threshold.reading == "shown":
+        upper = diff.drop_upper(alpha)
+        if upper < x:
+            return {**out, "words": f"{said}: shown below {x} (upper bound {upper:+.3f})"}
+        needs = ""
+        if drop < x:
+            needs = _needs(diff.clusters, ((upper - drop) / (x - drop)) ** 2, inputs, out)
+        return {**out, "verdict": "fail", "words": f"{said}: not shown below {x} (upper bound {upper:+.3f}){needs}"}
+    out["p"] = diff.p_drop_over(x)
+    out["_said"] = said
+    out["_claim"] = f"larger than {x}"
+    return out
+
+
+def _effective(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs,
+               out: dict[str, Any]) -> dict[str, Any]:
+    quoted = repr(threshold.text)
+    axes = {c["experiment"]: inputs.lengths.get(c["experiment"]) for c in matched}
+    if None in axes.values() or len({(a.param, a.tokens) for a in axes.values() if a is not None}) != 1:
+        return _error(out, f"threshold {quoted}: an effective length needs cells of experiments with one length "
+                           f"axis ({', '.join(sorted(e for e, a in axes.items() if a is None)) or 'axes differ'})")
+    axis = next(a for a in axes.values() if a is not None)
+    seed = zlib.crc32(f"{inputs.seed}|{threshold.text}".encode())
+    found = effective_length(inputs.scored(matched), axis, inputs.effective_accuracy, seed)
+    if found is None:
+        return _error(out, f"threshold {quoted}: none of its cells' scored trials is on the length axis")
+    low, high = found.interval()
+    t = threshold.value
+    out.update(estimate=found.tokens, low=low, high=high, threshold_accuracy=found.threshold, n=sum(
+        lv.n for lv in found.levels), unit="tokens")
+    longest = f" (every tested length passed: at least {found.tokens:,})" if found.at_least else ""
+    said = (f"effective length {found.tokens:,} tokens [{low:,}, {high:,}] at accuracy >= {found.threshold}"
+            f"{longest}")
+    if threshold.reading == "point":
+        ok = found.tokens >= t
+        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {t:,.0f} (point)"}
+    if threshold.reading == "shown":
+        bound = found.quantile(inputs.alpha)
+        ok = bound >= t
+        return {**out, "verdict": "pass" if ok else "fail",
+                "words": f"{said}: {'shown' if ok else 'not shown'} at least {t:,.0f} (lower bound {bound:,})"}
+    out["p"] = found.p_below(t)
+    out["_said"] = said
+    out["_claim"] = f"below {t:,.0f} tokens"
+    return out
+
+
+def _each(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs, out: dict[str, Any]) -> dict[str, Any]:
+    """One check per cell; an alarm's cells are Holm-corrected, and the threshold's p is the smallest adjusted."""
+    cell_checks = []
+    for cell in matched:
+        sub = {**_base(threshold, [cell]), "cell": cell}
+        unit = inputs.unit([cell])
+        if threshold.kind == "min":
+            scored = inputs.scored([cell])
+            pooled = pooled_accuracy([t["outcome"] == "correct" for t in scored],
+                                     [str(t.get("cluster")) for t in scored])
+            sub = _judge_min(threshold, pooled, unit, inputs, sub, "1 cell")
+        else:
+            assert inputs.comparison is not None
+            diff = inputs.comparison.diff(cell_in({cell["key"]}))
+            if diff.pairs == 0:
+                sub = {**sub, "verdict": "too-few", "words": "no trial paired with the compared run"}
+            else:
+                sub = _judge_drop(threshold, diff, unit, inputs, sub)
+                if sub.get("p") is not None and threshold.value == 0:  # exact McNemar for "any drop"
+                    sub["p"] = mcnemar_drop(diff.regressed, diff.improved)
+        sub["detail"] = _cell_name(cell)
+        cell_checks.append(sub)
+    tested = [c for c in cell_checks if c.get("p") is not None]
+    for check, adjusted in zip(tested, holm([c["p"] for c in tested]), strict=True):
+        check["p_holm"] = adjusted
+    decided = [c for c in cell_checks if c["verdict"] != "too-few"]
+    if not decided:
+        return _error({**out, "_cells": cell_checks}, f"threshold {threshold.text!r} checked no cell: each of its "
+                      f"{len(matched)} cells has too few independent items or no paired trial (@n={threshold.min_n})")
+    out["_cells"] = cell_checks
+    out["clusters"] = sum(c.get("clusters", 0) for c in decided)
+    if threshold.reading != "alarm":
+        failed = [c for c in decided if c["verdict"] == "fail"]
+        out["verdict"] = "fail" if failed else "pass"
+        out["words"] = (f"{len(failed)} of {len(decided)} cells failed: " + "; ".join(
+            f"{c['detail']}: {c['words']}" for c in failed[:3]) if failed else f"all {len(decided)} cells passed")
+        return out
+    out["p"] = min((c["p_holm"] for c in tested), default=1.0)
+    out["_said"] = f"{len(decided)} cells checked one by one (Holm across them)"
+    out["_claim"] = "failing in a cell"
+    return out
+
+
+def _correct_alarms(checks: list[dict[str, Any]], alpha: float) -> None:
+    """Holm across the gate's alarm checks; decide them and word their verdicts."""
+    alarms = [c for c in checks if c.get("p") is not None and c["verdict"] == "pass" and "_said" in c]
+    for check, adjusted in zip(alarms, holm([c["p"] for c in alarms]), strict=True):
+        check["p_adjusted"] = adjusted
+        fail = adjusted < alpha
+        check["verdict"] = "fail" if fail else "pass"
+        many = f", Holm over {len(alarms)} alarms: {adjusted:.3g}" if len(alarms) > 1 else ""
+        said, claim = check.pop("_said"), check.pop("_claim")
+        if check["each"]:
+            scale = adjusted / check["p"] if check["p"] else 1.0
+            for cell in check.get("_cells", []):
+                if cell.get("p_holm") is not None:
+                    cell["p_adjusted"] = min(1.0, cell["p_holm"] * scale)
+                    cell["verdict"] = "fail" if cell["p_adjusted"] < alpha else "pass"
+                    shown = "shown" if cell["verdict"] == "fail" else "not shown"
+                    cell["words"] = (f"{cell.pop('_said', '')}: {shown} {cell.pop('_claim', claim)} "
+                                     f"(p={cell['p']:.3g}, adjusted {cell['p_adjusted']:.3g})")
+            failed = [c for c in check.get("_cells", []) if c["verdict"] == "fail"]
+            check["words"] = (f"{said}: {len(failed)} shown {claim}" + (": " + "; ".join(
+                c["detail"] for c in failed[:3]) if failed else "") + f" (smallest p={check['p']:.3g}{many})")
+            check["verdict"] = "fail" if failed else "pass"
+            continue
+        check["words"] = (f"{said}: {'shown' if fail else 'not shown'} {claim} "
+                          f"(one-sided p={check['p']:.3g}{many}; alpha {alpha})")

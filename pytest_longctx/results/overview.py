@@ -1,0 +1,94 @@
+"""Per experiment, what a run shows: pooled accuracy counted by clusters, effective context length, the paired
+difference from a compared run, and the smallest drop the run could have detected."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_longctx.results.clustered import icc, pooled_accuracy
+from pytest_longctx.results.compare import Comparison, experiment_is
+from pytest_longctx.results.effective import effective_length
+from pytest_longctx.results.evidence import DEFAULT, Evidence
+from pytest_longctx.results.power import POWER, Assumptions, Design, assumptions_from, detectable_drop
+
+Trials = Sequence[Mapping[str, Any]]
+
+
+def gate_level(alpha: float, thresholds: Sequence[Any]) -> tuple[float, str]:
+    """The one-sided level a single alarm is tested at in the worst case (Holm's first step), and how it is said."""
+    alarms = sum(1 for t in thresholds if getattr(t, "reading", "alarm") == "alarm")
+    if alarms <= 1:
+        return alpha, f"alpha {alpha}"
+    return alpha / alarms, f"alpha {alpha} / {alarms} alarms"
+
+
+def effective_lengths(trials: Trials, declared: Mapping[str, Evidence], threshold: float,
+                      seed: int) -> dict[str, dict[str, Any]]:
+    """The effective length of every experiment with a length axis that has scored trials on it."""
+    out = {}
+    for experiment in sorted({t["experiment"] for t in trials}):
+        axis = declared.get(experiment, DEFAULT).length
+        if axis is None:
+            continue
+        mine = [t for t in trials if t["experiment"] == experiment]
+        found = effective_length(mine, axis, threshold, zlib.crc32(f"{seed}|effective|{experiment}".encode()))
+        if found is not None:
+            out[experiment] = found.to_json()
+    return out
+
+
+def overview(trials: Trials, declared: Mapping[str, Evidence], *, comparison: Comparison | None,
+             alpha: float, thresholds: Sequence[Any] = ()) -> dict[str, dict[str, Any]]:
+    """Per experiment: pooled accuracy with its interval, and what the run could have detected."""
+    level, level_text = gate_level(alpha, thresholds)
+    out: dict[str, dict[str, Any]] = {}
+    for experiment in sorted({t["experiment"] for t in trials}):
+        scored = [t for t in trials if t["experiment"] == experiment and t["outcome"] != "error"]
+        unit = declared.get(experiment, DEFAULT).unit
+        outcomes = [t["outcome"] == "correct" for t in scored]
+        clusters = [str(t.get("cluster")) for t in scored]
+        pooled = pooled_accuracy(outcomes, clusters)
+        entry: dict[str, Any] = {"unit": unit, "pooled": pooled.to_json(), "errors": sum(
+            1 for t in trials if t["experiment"] == experiment and t["outcome"] == "error")}
+        compared = None
+        if comparison is not None:
+            diff = comparison.diff(experiment_is(experiment))
+            if diff.pairs:
+                compared = diff
+                entry["vs"] = diff.to_json()
+        assumptions = _post_hoc(comparison, experiment, outcomes, clusters, compared)
+        drop = detectable_drop(Design.of(clusters), level, assumptions)
+        entry["detectable"] = {"drop": None if drop is None else round(drop, 4), "power": POWER,
+                               "alpha": round(level, 6), "alpha_text": level_text,
+                               "assumptions": assumptions.to_json()}
+        out[experiment] = entry
+    return out
+
+
+def _post_hoc(comparison: Comparison | None, experiment: str, outcomes: Sequence[bool], clusters: Sequence[str],
+              compared: Any) -> Assumptions:
+    """This run's own accuracy and intra-item correlation; the observed discordance when it was compared."""
+    if comparison is not None:
+        base = assumptions_from(comparison.baseline, experiment)
+    else:
+        base = Assumptions()
+    rho = icc(outcomes, clusters)
+    said = ["accuracy and intra-item correlation from the compared run" if comparison is not None
+            else "accuracy from this run"]
+    accuracy = base.accuracy if comparison is not None else (sum(outcomes) / len(outcomes) if outcomes else 0.85)
+    if comparison is None:
+        said.append(f"intra-item correlation {rho:.2f} from this run" if rho is not None
+                    else f"intra-item correlation {base.icc} (stated default)")
+    else:
+        rho = base.icc
+    discordance = base.discordance
+    if compared is not None and compared.pairs:
+        discordance = (compared.regressed + compared.improved) / compared.pairs
+        said.append(f"discordance {discordance:.3f} observed against the compared run")
+    else:
+        said.append(f"discordance {discordance} (stated default: two runs of an unchanged model disagree on "
+                    f"{discordance:.0%} of items)")
+    return Assumptions(max(min(accuracy, 0.999), 0.001), discordance, rho if rho is not None else base.icc,
+                       "; ".join(said))

@@ -1,0 +1,81 @@
+"""Pairing the trials of two runs on items, so a comparison never mixes different questions.
+
+Two trials pair when they are in the same cell and asked the same item (its k-th asking in that cell, in sample
+order, pairs with the other run's k-th). Sample indexes do not matter: a model whose own baseline filter drops a
+question asks the next ones at other indexes, and they still pair. A trial that records no item pairs by sample
+index; so does every trial of a schema-1 record (its items were not identities), and only where both asked the
+same item. Every trial that did not pair is counted with its reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_longctx.results.aggregate import cell_key
+
+#: Reasons a trial did not pair (keys of ``Pairing.unpaired_here`` and ``unpaired_there``).
+ERROR_HERE = "errored in this run"
+ERROR_THERE = "errored in the compared run"
+NO_CELL = "its cell is not in the other run"
+NOT_ASKED = "its item was not asked in that cell of the other run"
+OTHER_ITEM = "the other run asked another item at this sample (schema 1)"
+
+Trial = Mapping[str, Any]
+
+
+@dataclass
+class Pairing:
+    """The matched trials of this run (``now``) and the compared run (``before``), and what did not match."""
+
+    pairs: list[tuple[Trial, Trial]] = field(default_factory=list)
+    by: str = "item"
+    unpaired_here: Counter[str] = field(default_factory=Counter)
+    unpaired_there: Counter[str] = field(default_factory=Counter)
+
+    def summary(self) -> dict[str, Any]:
+        return {"by": self.by, "paired": len(self.pairs),
+                "unpaired_here": dict(sorted(self.unpaired_here.items())),
+                "unpaired_there": dict(sorted(self.unpaired_there.items()))}
+
+
+def _keys(trials: Sequence[Trial], by_item: bool) -> dict[tuple[str, str], Trial]:
+    """Each trial under its pairing key: (cell, item#k) or (cell, sample)."""
+    seen: Counter[tuple[str, str]] = Counter()
+    out: dict[tuple[str, str], Trial] = {}
+    for trial in sorted(trials, key=lambda t: (t["sample"], str(t.get("nodeid", "")))):
+        cell = cell_key(trial["experiment"], trial["params"])
+        item = trial.get("item")
+        if not by_item or item is None:
+            out[(cell, f"sample {trial['sample']}")] = trial
+            continue
+        occurrence = seen[(cell, str(item))]
+        seen[(cell, str(item))] += 1
+        out[(cell, f"item {item!s}#{occurrence}")] = trial
+    return out
+
+
+def pair_runs(now: Sequence[Trial], before: Sequence[Trial], *, by_item: bool = True) -> Pairing:
+    """Match ``now`` with ``before`` (see the module docstring); ``by_item=False`` for schema-1 records."""
+    result = Pairing(by="item" if by_item else "sample")
+    here, there = _keys(now, by_item), _keys(before, by_item)
+    cells_here = {k[0] for k in here}
+    cells_there = {k[0] for k in there}
+    for key, trial in here.items():
+        other = there.get(key)
+        if other is None:
+            result.unpaired_here[NO_CELL if key[0] not in cells_there else NOT_ASKED] += 1
+        elif trial["outcome"] == "error":
+            result.unpaired_here[ERROR_HERE] += 1
+        elif other["outcome"] == "error":
+            result.unpaired_here[ERROR_THERE] += 1
+        elif not by_item and (other.get("item"), other.get("expected")) != (trial.get("item"), trial.get("expected")):
+            result.unpaired_here[OTHER_ITEM] += 1
+        else:
+            result.pairs.append((trial, other))
+    for key in there.keys() - here.keys():
+        result.unpaired_there[NO_CELL if key[0] not in cells_here else NOT_ASKED] += 1
+    result.pairs.sort(key=lambda p: (cell_key(p[0]["experiment"], p[0]["params"]), p[0]["sample"]))
+    return result
