@@ -73,8 +73,8 @@ def test_lrt_run_reports_what_the_rule_decided_trial_by_trial(pytester: pytest.P
     by_request = {}  # (asked line, its value) -> what the rule decided for that request
     for body in srv.stats.requests:
         text = prompt_text(body)
-        line = re.search(r"Go to line (\d+) ", text).group(1)  # type: ignore[union-attr]
-        value = re.search(rf"^line {line}: REGISTER_CONTENT is <(\d+)>$", text, re.M).group(1)  # type: ignore[union-attr]
+        line = re.search(r"Go to line (\d+) ", text).group(1)
+        value = re.search(rf"^line {line}: REGISTER_CONTENT is <(\d+)>$", text, re.M).group(1)
         by_request[int(line), int(value)] = graded.verdict(body)
     assert len(by_request) == len(trials)
     matched: dict[str, list[bool]] = {}

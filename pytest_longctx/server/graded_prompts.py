@@ -187,8 +187,9 @@ def recognise(prompt: str, keys: AnswerKeys) -> Task:
     for opening, reader in _OPENINGS:
         if prompt.startswith(opening):
             return reader(prompt, keys)
-    if _LRT_ASK.search(prompt):
-        return _lrt(prompt)
+    asked = _LRT_ASK.search(prompt)
+    if asked:
+        return _lrt(prompt, int(asked.group(1)))
     if "<options>" in prompt and "<question>" in prompt:
         return _qa(prompt, keys)
     if "<Answers>" in prompt and "<Question>" in prompt:
@@ -210,9 +211,7 @@ def _pick(prompt: str, choices: Sequence[str]) -> str:
     return choices[int(draw("wrong", prompt) * len(choices))]
 
 
-def _lrt(prompt: str) -> Task:
-    target = int(_LRT_ASK.search(prompt).group(1))  # type: ignore[union-attr]  # recognise() found it
-
+def _lrt(prompt: str, target: int) -> Task:
     def value(line: int) -> str | None:
         found = re.search(rf"^line {line}: REGISTER_CONTENT is <(-?\d+)>$", prompt, re.M)
         return found.group(1) if found else None
