@@ -1,4 +1,4 @@
-"""Whole runs of the suite's experiments (``pytest evals/<experiment> -n 2``) against a model of known accuracy.
+"""Whole runs of the suite's experiments (``pytest evals/<lrt|qa|docs|litm> -n 2``) against a model of known accuracy.
 
 ``anthropic/claude-sonnet-4-5`` is answered by the local Messages-API server with the graded responder
 (``graded:<spec>``). The server keeps every request body; the same responder's :meth:`~Graded.verdict` on each
@@ -13,12 +13,15 @@ import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_longctx.experiments.litm.data import corpus_file
 from pytest_longctx.server.graded import Graded, Verdict, prompt_text
+from tests.corpus_data import find_for_tests
 
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "anthropic/claude-sonnet-4-5"
@@ -51,14 +54,14 @@ def verdicts(graded: Graded, bodies: list[dict[str, Any]], experiment: str) -> l
     return [v for v in found if v.experiment == experiment]
 
 
-def per_item(graded: Graded, bodies: list[dict[str, Any]], trials: list[dict[str, Any]], experiment: str) -> None:
+def per_item(graded: Graded, bodies: list[dict[str, Any]], trials: list[dict[str, Any]], experiment: str,
+             item: Callable[[dict[str, Any]], str] = lambda t: str(t["item"])) -> None:
     """Every item's trials are right as often as the rule said for its requests; unflipped verdicts of an item
-    agree (rho=1: the item decides in every cell)."""
+    agree (rho=1: the item decides in every cell). ``item``: the responder's item id of a trial."""
     decided = verdicts(graded, bodies, experiment)
     assert len(decided) == len(trials) and {t["outcome"] for t in trials} == {"correct", "incorrect"}
-    right = Counter(t["item"] for t in trials if t["outcome"] == "correct")
-    assert Counter(v.item for v in decided if v.right) == right
-    assert Counter(v.item for v in decided) == Counter(t["item"] for t in trials)
+    assert Counter(v.item for v in decided if v.right) == Counter(item(t) for t in trials if t["outcome"] == "correct")
+    assert Counter(v.item for v in decided) == Counter(item(t) for t in trials)
     for item in {v.item for v in decided}:
         assert len({v.right for v in decided if v.item == item and not v.flipped}) == 1
 
@@ -118,3 +121,21 @@ def test_docs_run_reports_the_rule_and_its_judge_agrees(pytester: pytest.Pyteste
     assert len(judged) == len(trials)  # one judge request per trial (no cache)
     per_item(graded, bodies, trials, "docs")
     assert all(t["detail"]["judge_agree"] is True for t in trials)  # the judge is always right
+
+
+def test_litm_run_reports_the_rule_for_questions_and_keys(pytester: pytest.Pytester, api: Any,
+                                                          pytestconfig: pytest.Config) -> None:
+    questions = find_for_tests(pytestconfig, corpus_file("qa"))
+    find_for_tests(pytestconfig, corpus_file("kv-75"))
+    graded = Graded(f"accuracy=0.7,flip=0.05,seed=4,litm-key={questions}")
+    srv = api(graded)
+    result, record = run_evals(pytester, "litm", "--longctx-data-dir", str(questions.parents[1]),
+                               "--longctx-samples", "6", "--longctx-litm-documents", "10",
+                               "--longctx-litm-keys", "75")
+    assert result.ret == 0, result.stdout.str()
+    trials = record["trials"]
+    assert not [t for t in trials if t["outcome"] == "error"]
+    bodies = srv.stats.requests
+    per_item(graded, bodies, [t for t in trials if t["experiment"] == "litm-qa"], "litm-qa")  # nq-open-<row>
+    per_item(graded, bodies, [t for t in trials if t["experiment"] == "litm-kv"], "litm-kv",
+             item=lambda t: f"kv-{t['detail']['key']}")
