@@ -96,7 +96,7 @@ def contains(answer: str, gold: str) -> bool:
 
 @dataclass(frozen=True)
 class Keyed:
-    """One item of an answer key: its id, its accepted answers (the first is the reply), its option texts."""
+    """One item of an answer key: its id and its accepted answers (the first is the one the model replies)."""
 
     id: str
     answers: tuple[str, ...]
