@@ -7,6 +7,7 @@ Run it in-process (``with MessagesServer(...) as srv: srv.base_url``) or as a se
 from __future__ import annotations
 
 from .faults import FAULT_KINDS, STICKY_MODES, FaultPlan
+from .graded import Graded, GradedSpec, Verdict, parse_spec
 from .messages_api import MessagesServer
 from .responders import (
     Responder,
@@ -26,17 +27,21 @@ __all__ = [
     "FAULT_KINDS",
     "STICKY_MODES",
     "FaultPlan",
+    "Graded",
+    "GradedSpec",
     "MessagesServer",
     "RateLimits",
     "Responder",
     "Scripted",
     "ServerStats",
     "TokenCounter",
+    "Verdict",
     "approx_token_count",
     "count_input_tokens",
     "echo",
     "fetch_stats",
     "fixed",
+    "parse_spec",
     "prefill_text",
     "resolve_responder",
 ]

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .faults import FAULT_ENDPOINTS, FAULT_KINDS, GENERATION_ENDPOINTS, STICKY_MODES, FaultPlan
+from .graded import SPEC_HELP
 from .messages_api import MessagesServer
 from .prompt_cache import LIFETIME_S, PromptCache
 
@@ -41,11 +42,14 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pytest_longctx.server",
         description="Serve a fake Anthropic Messages API, OpenAI chat completions (/v1/chat/completions) and "
         "llama.cpp's /completion, with scripted answers, latency and faults.",
+        epilog=SPEC_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add = parser.add_argument
     add("--host", default="127.0.0.1", help="interface to bind (default: 127.0.0.1)")
     add("--port", type=int, default=0, help="port; 0 picks a free one (default: 0)")
-    add("--responder", default="echo", help="echo, fixed:<text> or scripted:<file.json> (default: echo)")
+    add("--responder", default="echo", help="echo, fixed:<text>, scripted:<file.json>, or graded:<spec>, a model of "
+        "known accuracy on the suite's experiments (below) (default: echo)")
     add("--latency", type=_latency, default=0.0, help="SECONDS or MIN,MAX per message (default: 0)")
     add("--fault-rate", type=float, default=0.0, help="probability of a fault per request (default: 0)")
     add("--faults", type=_names, default=FAULT_KINDS, help=f"fault kinds (default: {','.join(FAULT_KINDS)})")

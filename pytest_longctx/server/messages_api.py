@@ -49,7 +49,8 @@ class MessagesServer:
 
     Args:
         responder: A callable ``(request_json) -> str`` or a name for
-            :func:`~.responders.resolve_responder` (``echo``, ``fixed:<text>``, ``scripted:<file>``).
+            :func:`~.responders.resolve_responder` (``echo``, ``fixed:<text>``, ``scripted:<file>``,
+            ``graded:<spec>``: a model of known accuracy, see :mod:`.graded`).
         host: Interface to bind (``127.0.0.1``).
         port: Port to bind; 0 picks a free one (read it from :attr:`base_url`).
         latency: Seconds before each ``/v1/messages`` answer, or ``(min, max)`` drawn uniformly
@@ -88,7 +89,7 @@ class MessagesServer:
         low, high = latency if isinstance(latency, tuple) else (latency, latency)
         if not 0 <= low <= high:
             raise ValueError(f"latency must be >= 0 seconds, or (min, max) with 0 <= min <= max; got {latency!r}")
-        self.responder = resolve_responder(responder)
+        self.responder = resolve_responder(responder, token_counter)
         self.host, self._port = host, port
         self.latency = latency
         self.api_key = api_key

@@ -151,15 +151,20 @@ class Scripted:
         return self.default
 
 
-def resolve_responder(spec: str | Responder) -> Responder:
-    """A responder from a callable or a name: ``echo``, ``fixed:<text>``, ``scripted:<file.json>``.
+def resolve_responder(spec: str | Responder, counter: TokenCounter = approx_token_count) -> Responder:
+    """A responder from a callable or a name: ``echo``, ``fixed:<text>``, ``scripted:<file.json>``, ``graded:<spec>``.
 
     The JSON file of ``scripted:`` holds a list of replies, a mapping of substring to reply, or
-    ``{"replies": [...] or {...}, "default": "..."}``.
+    ``{"replies": [...] or {...}, "default": "..."}``. ``graded:`` is a model of known accuracy on the suite's
+    experiments (:mod:`.graded`; ``counter`` measures its prompts for an accuracy that depends on length).
     """
     if callable(spec):
         return spec
     name, _, arg = spec.partition(":")
+    if name == "graded":
+        from .graded import Graded
+
+        return Graded(arg, counter)
     if name == "echo" and not arg:
         return echo
     if name == "fixed":
@@ -169,4 +174,4 @@ def resolve_responder(spec: str | Responder) -> Responder:
         if isinstance(data, dict) and "replies" in data:
             return Scripted(data["replies"], default=data.get("default"))
         return Scripted(data)
-    raise ValueError(f"unknown responder {spec!r}; expected echo, fixed:<text> or scripted:<file.json>")
+    raise ValueError(f"unknown responder {spec!r}; expected echo, fixed:<text>, scripted:<file.json> or graded:<spec>")
