@@ -17,10 +17,10 @@ from typing import Any
 
 from pytest_longctx.backends.models import parse_model_spec
 from pytest_longctx.results.aggregate import Aggregator
-from pytest_longctx.results.compare import baselines_by_key, compare
-from pytest_longctx.results.gating import evaluate, parse_threshold
+from pytest_longctx.results.evidence import by_experiment
+from pytest_longctx.results.gating import parse_threshold
 from pytest_longctx.session.options import Settings
-from pytest_longctx.session.run import build_record
+from pytest_longctx.session.run import build_record, decide
 
 PAYLOAD = "</script><script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\"><!--"
 TOKENIZER = "o200k_base (tiktoken, approximate)"
@@ -185,20 +185,28 @@ def make_record(tmp: Path, *, model: str = "anthropic/claude-haiku-4-5", quality
     compare_path = Path("reports/history/0041.json") if baseline else None
     settings = settings_for(model, tmp, thresholds, compare_path, samples)
     state = SimpleNamespace(aggregator=agg, started=1_760_000_000.0, stop_reason=stopped)
-    record = build_record(settings, state, 1_760_000_312.5, 1)
-    record["comparison"] = None
-    if baseline is not None:
-        alphas = [t.alpha for t in settings.thresholds if t.alpha is not None]
-        record["comparison"] = compare(record["cells"], record["trials"], baseline, min(alphas) if alphas else 0.05)
-    record["gate"] = evaluate(record["cells"], settings.thresholds, baselines_by_key(baseline))
+    declared = builtin_evidence()
+    record = build_record(settings, state, 1_760_000_312.5, 1, declared)
+    decide(record, settings, declared, json.loads(json.dumps(baseline)) if baseline else None, [])
     return json.loads(json.dumps(record))  # exactly what longctx.json would hold
+
+
+def builtin_evidence() -> dict[str, Any]:
+    """The units of evidence the built-in experiments declare through their hooks, as a run gathers them."""
+    from pytest_longctx.experiments.docs import plugin as docs
+    from pytest_longctx.experiments.litm import plugin as litm
+    from pytest_longctx.experiments.lrt import plugin as lrt
+    from pytest_longctx.experiments.qa import plugin as qa
+
+    return by_experiment(e for m in (qa, lrt, docs, litm) for e in m.pytest_longctx_evidence())
 
 
 def showcase_record(tmp: Path, payload: str | None = None) -> dict[str, Any]:
     """A candidate model compared with a stronger baseline: the record the screenshot shows."""
-    baseline = make_record(tmp, model="anthropic/claude-sonnet-4-5", quality=0.03, samples=12, shuffle_penalty=0.3)
-    return make_record(tmp, model="anthropic/claude-haiku-4-5", samples=12, baseline=baseline, payload=payload,
-                       thresholds=("*:0.5", "experiment=lrt,shuffle=none:0.9", "*:max-drop=0.05/sig"))
+    baseline = make_record(tmp, model="anthropic/claude-sonnet-4-5", quality=0.03, samples=16, shuffle_penalty=0.3)
+    return make_record(tmp, model="anthropic/claude-haiku-4-5", samples=16, baseline=baseline, payload=payload,
+                       shuffle_penalty=2.0, thresholds=("*:0.5", "experiment=lrt,shuffle=none:0.9",
+                                                        "experiment=lrt:max-drop=0", "experiment=lrt:max-drop=0/each"))
 
 
 def builtin_sections(record: dict[str, Any]) -> list[Any]:

@@ -143,8 +143,8 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
                        "list.json: the file holds list, not a run record object"),
     "compare-other-schema": (lambda p: ["--longctx-compare", p.write("other.json", {"schema": "pytest-benchmark"})],
                              "other.json: not a pytest-longctx run record (schema 'pytest-benchmark'"),
-    "compare-future-version": (lambda p: ["--longctx-compare", p.write("v2.json", p.baseline(version=2))],
-                               "v2.json: run record version 2 is not supported"),
+    "compare-future-version": (lambda p: ["--longctx-compare", p.write("v3.json", p.baseline(version=3))],
+                               "v3.json: run record version 3 is not supported (this plugin reads versions 1 and 2)"),
     "compare-trials-5": (lambda p: ["--longctx-compare", p.write("t5.json", p.baseline(trials=5))],
                          "t5.json: 'trials' is 5, not a list"),
     "compare-no-cells": (lambda p: ["--longctx-compare", p.write("nocells.json", p.baseline(cells=None))],
@@ -242,7 +242,8 @@ def test_baseline_of_another_experiment_set_is_a_gate_error(project: Project) ->
     _, out = _gate_error_run(project, "--longctx-compare", str(other.report_dir / "longctx.json"),
                              "--longctx-threshold", "*:max-drop=0.05")
     lines = [line for line in out.splitlines() if line.startswith("gate error:")]
-    assert lines == ["gate error: threshold '*:max-drop=0.05': the compared run shares none of its 2 cells",
+    assert lines == ["gate error: threshold '*:max-drop=0.05': no trial of its 2 cells paired with the compared run "
+                     "(4 its cell is not in the other run): the same seed, protocol and items are needed",
                      f"gate error: the compared run {other.report_dir / 'longctx.json'} shares no cell with this run "
                      "(it has 2 cells, this run 2)"], out
     print("ROW | compare with another experiment set + max-drop | exit 11 |", lines[0])
@@ -266,8 +267,8 @@ def test_baseline_whose_cells_all_errored_is_a_gate_error_not_accuracy_zero(proj
     run, out = _gate_error_run(project, "--longctx-compare", str(errored.report_dir / "longctx.json"),
                                "--longctx-threshold", "*:max-drop=0.05")
     line = _one_line(out, "gate error:")
-    assert "cannot check demo filler=2 (and 1 more cells): the compared run's cell has no scored trials" in line
-    assert run.record["gate"]["counts"]["error"] == 2 and run.record["gate"]["counts"]["pass"] == 0
+    assert "no trial of its 2 cells paired with the compared run (4 errored in the compared run)" in line
+    assert run.record["gate"]["counts"]["error"] == 1 and run.record["gate"]["counts"]["pass"] == 0
     assert all("compare" not in c for c in run.record["cells"])  # no diff against a made-up accuracy of 0.0
     print("ROW | baseline cells all errored + max-drop | exit 11 |", line)
 
@@ -279,7 +280,7 @@ def test_significance_without_paired_trials_is_a_gate_error(project: Project) ->
     run, out = _gate_error_run(project, "--longctx-compare", str(base.report_dir / "longctx.json"),
                                "--longctx-threshold", "*:max-drop=0.05/sig")
     line = _one_line(out, "gate error:")
-    assert "no paired trials for the significance test" in line
+    assert "no trial of its 2 cells paired with the compared run (4 the other run asked another item" in line
     assert all(c["compare"]["paired"] == 0 for c in run.record["cells"])
     print("ROW | max-drop/sig against another seed (nothing pairs) | exit 11 |", line)
 
@@ -287,7 +288,7 @@ def test_significance_without_paired_trials_is_a_gate_error(project: Project) ->
 def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> None:
     run, out = _gate_error_run(project, "--longctx-threshold", "*:0.5@n=30", model="fake/perfect")
     line = _one_line(out, "gate error:")
-    assert "threshold '*:0.5@n=30' checked no cell: each of its 2 cells has too few scored trials" in line
+    assert "threshold '*:0.5@n=30': 4 trials (independent items) < 30: nothing to decide on" in line
     page = html.unescape((run.report_dir / "longctx.html").read_text(encoding="utf-8"))
     assert '<div class="gate error">' in page and f'<div class="banner fail">{line}</div>' in page
     print("ROW | @n=30 with 2 samples | exit 11 |", line)
@@ -296,7 +297,7 @@ def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> Non
 def test_a_missed_threshold_still_fails_with_10(project: Project) -> None:
     run = _bad_run(project, "--longctx-threshold", "experiment=demo:0.9")
     out = run.result.stdout.str()
-    assert run.ret == 10 and _one_line(out, "gate: FAIL") == "gate: FAIL (2 fail) -> exit code 10"
+    assert run.ret == 10 and _one_line(out, "gate: FAIL") == "gate: FAIL (1 fail) -> exit code 10"
     assert run.record["gate"]["errors"] == []
 
 

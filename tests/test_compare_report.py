@@ -36,7 +36,7 @@ async def test_lrt(longctx, lines, shuffle):
     assert answer == values[target]
 '''
 
-DROP_GATE = "*:max-drop=0.05/sig"
+DROP_GATE = "*:max-drop=0"
 
 
 def _html(run: Any) -> str:
@@ -72,10 +72,10 @@ def test_compare_with_same_model_passes_the_gate(project: Any, mode_args: list[s
     assert all(c["compare"]["diff"] == 0 and c["compare"]["paired"] == 6 for c in record["cells"])
     assert record["gate"]["status"] == "pass"
     text = _text(_html(second))
-    assert "Comparison with the baseline" in text and "0 significant drops" in text
-    assert "baseline model fake/random" in text
-    assert "PASS" in text and DROP_GATE in text
-    assert text.count("+0.000") == 4
+    assert "Comparison with the baseline" in text and "0 cells with a significant drop" in text
+    assert "baseline model fake/random" in text and "trials paired 24" in text
+    assert "pass " + DROP_GATE + ":" in text and "not shown larger than 0" in text
+    assert record["comparison"]["experiments"]["lrt"]["diff"] == 0 and "+0.000" in text
 
 
 def test_wrong_model_against_perfect_baseline_drops_significantly(project: Any) -> None:
@@ -89,13 +89,15 @@ def test_wrong_model_against_perfect_baseline_drops_significantly(project: Any) 
     for cell in record["cells"]:
         assert cell["compare"] == {**cell["compare"], "baseline_accuracy": 1.0, "diff": -1.0, "regressed": 10,
                                    "improved": 0, "paired": 10, "significant_drop": True}
-        assert [c["verdict"] for c in cell["checks"]] == ["fail"]
+        assert cell["compare"]["p_holm"] == pytest.approx(4 * 2 / 2**10)  # exact McNemar, Holm over 4 cells
+        assert cell["checks"] == []  # the threshold pools the cells: its check is the gate's, not a cell's
     assert record["gate"] == {**record["gate"], "status": "fail", "exit_code": 10}
+    assert [c["verdict"] for c in record["gate"]["checks"]] == ["fail"]
 
     page = _html(run)
     text = _text(page)
     assert '<div class="gate fail">' in page and "FAIL" in text and "exit code 10" in text
-    assert "4 significant drops" in text and "baseline model fake/perfect" in text
+    assert "4 cells with a significant drop" in text and "baseline model fake/perfect" in text
     regressed = page[page.index("Regressed cells (significant drop)"):]
     regressed = regressed[:regressed.index("</table>")]
     assert regressed.count('<tr class="fail">') == 4
@@ -108,27 +110,37 @@ def test_wrong_model_against_perfect_baseline_drops_significantly(project: Any) 
     assert "40 wrong answers;" in text
 
 
-def test_small_drop_is_not_significant_and_passes_with_sig(project: Any) -> None:
+def test_a_drop_no_cell_shows_alone_fails_the_pooled_gate(project: Any) -> None:
+    """Two pairs a cell: no cell's drop is significant (exact McNemar p = 0.5), but eight paired files that all
+    regressed are: the pooled alarm fails, the per-cell check (Holm across the cells) cannot."""
     baseline = project.run("--longctx-samples", "2", model="fake/perfect")
-    run = project.run("--longctx-samples", "2", "--longctx-compare", str(baseline.report_dir / "longctx.json"),
-                      "--longctx-threshold", DROP_GATE, model="fake/wrong")
-    assert run.ret == 0, run.result.stdout.str()
+    compared = str(baseline.report_dir / "longctx.json")
+    run = project.run("--longctx-samples", "2", "--longctx-compare", compared, "--longctx-threshold", DROP_GATE,
+                      model="fake/wrong")
+    assert run.ret == GATE_EXIT_CODE, run.result.stdout.str()
     record = run.record
     assert record["comparison"]["significant_drops"] == 0
     for cell in record["cells"]:
         assert cell["compare"]["diff"] == -1.0 and cell["compare"]["regressed"] == 2
         assert cell["compare"]["p_value"] == 0.5 and not cell["compare"]["significant_drop"]
-    assert record["gate"]["status"] == "pass"
+    check = record["gate"]["checks"][0]
+    assert (check["verdict"], check["n"], check["clusters"]) == ("fail", 8, 8) and check["p"] < 0.01
     page = _html(run)
     text = _text(page)
-    assert '<div class="gate pass">' in page
-    assert "0 significant drops" in text and "4 of 4 compared cells are below the baseline" in text
+    assert '<div class="gate fail">' in page
+    assert "0 cells with a significant drop" in text and "4 of 4 compared cells are below the baseline" in text
     assert "4 other cells fell, not significantly" in text
     assert "Regressed cells (significant drop)" not in text
-    assert 'class="badge fail">drop<' not in page
+    assert "fail " + DROP_GATE + ":" in text and "shown larger than 0" in text
 
-    # Without /sig the same drop fails the gate.
-    strict = project.run("--longctx-samples", "2", "--longctx-compare", str(baseline.report_dir / "longctx.json"),
-                         "--longctx-threshold", "*:max-drop=0.05", model="fake/wrong")
-    assert strict.ret == GATE_EXIT_CODE
-    assert '<div class="gate fail">' in _html(strict)
+    each = project.run("--longctx-samples", "2", "--longctx-compare", compared, "--longctx-threshold",
+                       "*:max-drop=0/each", model="fake/wrong")
+    assert each.ret == 0, each.result.stdout.str()
+    for cell in each.record["cells"]:
+        (cell_check,) = cell["checks"]
+        assert cell_check["p"] == pytest.approx(0.25) and cell_check["p_holm"] == pytest.approx(1.0)
+        assert cell_check["verdict"] == "pass"
+    point = project.run("--longctx-samples", "2", "--longctx-compare", compared, "--longctx-threshold",
+                        "*:max-drop=0.05/point", model="fake/wrong")
+    assert point.ret == GATE_EXIT_CODE
+    assert '<div class="gate fail">' in _html(point)

@@ -180,7 +180,9 @@ def test_one_table_row_per_cell(showcase: dict[str, Any], page: Page) -> None:
     assert row[2:6] == [str(cell["n"]), str(cell["correct"]), f"{cell['accuracy']:.3f}",
                         f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]"]
     assert row[6] == str(cell["errors"])
-    assert "*:max-drop=0.05/sig" in row[7] and "fail" in row[7]
+    check = next(c for c in cell["checks"] if c["threshold"] == "experiment=lrt:max-drop=0/each")
+    assert "experiment=lrt:max-drop=0/each" in row[7] or check["verdict"] == "pass"
+    assert check["verdict"] in row[7]
     assert row[8].startswith(f"{cell['compare']['baseline_accuracy']:.3f}")
     assert row[9] == f"{cell['compare']['diff']:+.3f}"
     assert row[10].startswith(f"{cell['compare']['p_value']:.3g}")
@@ -234,7 +236,7 @@ def test_comparison_section_lists_regressions(showcase: dict[str, Any], page: Pa
     assert "Comparison with the baseline" in text
     assert comparison["baseline_model"] in text
     drops = comparison["significant_drops"]
-    assert f"{drops} significant drop{'' if drops == 1 else 's'}" in text
+    assert f"{drops} cell{'' if drops == 1 else 's'} with a significant drop" in text
     assert "Regressed cells (significant drop)" in text
     regressed = [c for c in showcase["cells"] if (c.get("compare") or {}).get("significant_drop")]
     for cell in regressed:
@@ -386,12 +388,10 @@ def _trial(experiment: str, params: dict[str, Any], sample: int, correct: bool) 
 def _record_from(agg: Aggregator, tmp: Path) -> dict[str, Any]:
     from types import SimpleNamespace
 
-    from pytest_longctx.results.gating import evaluate
-    from pytest_longctx.session.run import build_record
+    from pytest_longctx.session.run import build_record, decide
 
     settings = data.settings_for("fake/random", tmp)
     record = build_record(settings, SimpleNamespace(aggregator=agg, started=1_760_000_000.0, stop_reason=None),
                           1_760_000_010.0, 1)
-    record["comparison"] = None
-    record["gate"] = evaluate(record["cells"], settings.thresholds, {})
+    decide(record, settings, {}, None, [])
     return dict(json.loads(json.dumps(record)))

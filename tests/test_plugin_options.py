@@ -39,8 +39,8 @@ def test_help_shows_the_longctx_group(longctx_runner: Any) -> None:
 @pytest.mark.parametrize(("args", "message", "subprocess"), [
     (["--longctx-model", "fake/nope"], "--longctx-model: unknown fake model 'nope'", True),
     (["--longctx-model", "nowhere/x"], "--longctx-model: unknown provider 'nowhere'", False),
-    (["--longctx-threshold", "kind=wrong"], "--longctx-threshold: missing SELECTOR:SPEC", True),
-    (["--longctx-threshold", "*:1.5"], "--longctx-threshold: accuracy must be between", False),
+    (["--longctx-threshold", "kind=wrong"], "--longctx-threshold: missing SELECTOR:CHECK", True),
+    (["--longctx-threshold", "*:1.5"], "--longctx-threshold: accuracy and drops are between 0 and 1", False),
     (["--longctx-threshold", "*:max-drop=0.1/often"], "unknown suffix 'often'", False),
     (["--longctx-lrt-lines", "500,many"], "--longctx-lrt-lines: expected a whole number, got 'many'", False),
     (["--longctx-lrt-lines", "1"], "--longctx-lrt-lines: must be >= 2, got 1", False),
@@ -89,7 +89,7 @@ def test_cli_overrides_ini(longctx_runner: Any) -> None:
 def test_ini_list_thresholds(longctx_runner: Any, form: str) -> None:
     pytester = longctx_runner.pytester
     if form == "toml-list":
-        longctx_runner.project('longctx_threshold = ["kind=right:1.0", "kind=wrong:0.5@n=1"]')
+        longctx_runner.project('longctx_threshold = ["kind=right:1.0/point", "kind=wrong:0.5/point@n=1"]')
     else:
         (pytester.path / "pyproject.toml").unlink()
         pytester.makeini("""
@@ -99,16 +99,16 @@ def test_ini_list_thresholds(longctx_runner: Any, form: str) -> None:
             asyncio_default_test_loop_scope = session
             addopts = -p no:cacheprovider -p no:hypothesispytest -p no:benchmark -p no:anyio
             longctx_threshold =
-                kind=right:1.0
-                kind=wrong:0.5@n=1
+                kind=right:1.0/point
+                kind=wrong:0.5/point@n=1
         """)
     pytester.makepyfile(test_one=ONE_TRIAL)
     run = longctx_runner.run("--longctx-samples", "2")
 
-    assert run.record["settings"]["thresholds"] == ["kind=right:1.0", "kind=wrong:0.5@n=1"]
-    assert run.record["gate"]["counts"] == {"pass": 1, "fail": 1, "too-few": 0, "no-baseline": 0, "error": 0}
-    assert [c["verdict"] for c in run.cell("opt", kind="right")["checks"]] == ["pass"]
-    assert [c["verdict"] for c in run.cell("opt", kind="wrong")["checks"]] == ["fail"]
+    assert run.record["settings"]["thresholds"] == ["kind=right:1.0/point", "kind=wrong:0.5/point@n=1"]
+    assert run.record["gate"]["counts"] == {"pass": 1, "fail": 1, "too-few": 0, "error": 0}
+    assert [(c["threshold"], c["verdict"]) for c in run.record["gate"]["checks"]] == [
+        ("kind=right:1.0/point", "pass"), ("kind=wrong:0.5/point@n=1", "fail")]
     assert run.ret == 10
 
 

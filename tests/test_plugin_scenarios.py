@@ -131,7 +131,8 @@ def _check_answer_cells(run: Any) -> None:
 def test_mixed_outcomes_with_errors(longctx_runner: Any, mode_args: list[str],
                                     reference: dict[str, dict[str, Any]]) -> None:
     longctx_runner.pytester.makepyfile(test_answers=ANSWERS, test_errors=ERRORS)
-    run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold", "kind=wrong:0.5", *mode_args)
+    run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold", "kind=wrong:0.5/point",
+                             *mode_args)
 
     assert run.ret == pytest.ExitCode.TESTS_FAILED  # errors fail the run; the missed threshold does not add to it
     _check_answer_cells(run)
@@ -149,8 +150,8 @@ def test_mixed_outcomes_with_errors(longctx_runner: Any, mode_args: list[str],
 
 def test_threshold_met(longctx_runner: Any, mode_args: list[str], reference: dict[str, dict[str, Any]]) -> None:
     longctx_runner.pytester.makepyfile(test_answers=ANSWERS)
-    run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold", "experiment=mix,kind=r*:0.9",
-                             "--longctx-threshold", "*:0.0", *mode_args)
+    run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold",
+                             "experiment=mix,kind=r*:0.9/point/each", "--longctx-threshold", "*:0.0", *mode_args)
 
     assert run.ret == pytest.ExitCode.OK  # the wrong answers are data, not failures
     _check_answer_cells(run)
@@ -158,15 +159,18 @@ def test_threshold_met(longctx_runner: Any, mode_args: list[str], reference: dic
     assert "failed" not in outcomes and "errors" not in outcomes
     gate = run.record["gate"]
     assert (gate["status"], gate["exit_code"]) == ("pass", 0)
-    assert gate["counts"]["pass"] == 6 and gate["counts"]["fail"] == 0
-    assert [c["verdict"] for c in run.cell("mix", kind="right")["checks"]] == ["pass", "pass"]
-    assert [c["threshold"] for c in run.cell("mix", kind="wrong")["checks"]] == ["*:0.0"]
+    assert gate["counts"]["pass"] == 2 and gate["counts"]["fail"] == 0
+    assert [c["verdict"] for c in run.cell("mix", kind="right")["checks"]] == ["pass"]  # the /each one
+    assert run.cell("mix", kind="wrong")["checks"] == []
+    pooled = gate["checks"][1]
+    assert (pooled["threshold"], pooled["cells"], pooled["n"]) == ("*:0.0", 5, 5 * SAMPLES)
     _same_as_reference(reference, "met", run)
 
 
 def test_threshold_missed(longctx_runner: Any, mode_args: list[str], reference: dict[str, dict[str, Any]]) -> None:
     longctx_runner.pytester.makepyfile(test_answers=ANSWERS)
-    run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold", "kind=wrong:0.5", *mode_args)
+    run = longctx_runner.run("--longctx-samples", str(SAMPLES), "--longctx-threshold", "kind=wrong:0.5/point/each",
+                             *mode_args)
 
     assert run.ret == GATE_EXIT_CODE == 10
     gate = run.record["gate"]

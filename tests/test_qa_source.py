@@ -175,7 +175,9 @@ def test_source_protocol_through_the_local_messages_api(pytester: pytest.Pyteste
     assert {t["detail"]["source_parse"] for t in qa} == {"B"}
     assert all(29_400 <= t["detail"]["context_tokens_actual"] <= 30_000 for t in qa)
     middle = [t for t in qa if t["params"]["position"] == "middle"]
-    assert all(t["detail"]["gold_index"] == 19 for t in middle)
+    # "middle" is chunk index 20 (19 sections before it), or the end of a collage with fewer sections
+    assert all(t["detail"]["gold_index"] == min(19, t["detail"]["sections"] - 1) for t in middle)
+    assert any(t["detail"]["gold_index"] == 19 for t in middle)
     bodies = srv.stats.requests
     assert len(bodies) == 52
     for body in bodies:  # the record ends the prompt-cache prefix (every variant of a cell shares it)

@@ -14,6 +14,7 @@ from importlib import resources
 from typing import Any
 
 from pytest_longctx.reporting.charts import esc, render_figure
+from pytest_longctx.reporting.decision import decision_html
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
 from pytest_longctx.reporting.sections import Section, arrange
 from pytest_longctx.reporting.tables import table_html
@@ -122,13 +123,18 @@ def overview(record: Mapping[str, Any], sections: Sequence[Section]) -> str:
         for exp in section.experiments:
             cells = [c for c in record.get("cells", []) if c.get("experiment") == exp]
             k, n = _pooled(cells)
+            pooled = ((record.get("experiments") or {}).get(exp) or {}).get("pooled")
+            interval = (f"<br>95% CI {pooled['low']:.0%}–{pooled['high']:.0%} · {pooled['clusters']} independent"
+                        if pooled else "")
             fails = sum(1 for c in cells if any(ch.get("verdict") == "fail" for ch in c.get("checks", [])))
+            fails += sum(1 for ch in (record.get("gate") or {}).get("checks") or []
+                         if ch.get("verdict") == "fail" and ch.get("experiments") == [exp])
             drops = sum(1 for c in cells if (c.get("compare") or {}).get("significant_drop"))
             flags = (f'<span class="badge fail">{fails} fail</span>' if fails else "") + (
                 f'<span class="badge fail">{drops} drop</span>' if drops else "")
             cards.append(f'<a class="card stat" href="#{anchor(group)}"><span class="kicker">{esc(exp)}</span>'
                          f'<span class="value">{(k / n if n else 0):.0%}</span><span class="muted small">'
-                         f"pooled accuracy<br>{len(cells)} cells · n={n}</span>{flags}</a>")
+                         f"pooled accuracy{interval}<br>{len(cells)} cells · n={n}</span>{flags}</a>")
     return f'<nav class="overview">{"".join(cards)}</nav>'
 
 
@@ -160,7 +166,7 @@ def run_details(record: Mapping[str, Any]) -> str:
 
 
 def render_html(record: dict[str, Any], sections: Sequence[Section] | None = None) -> str:
-    """Render a run record (schema v1) as one self-contained HTML page.
+    """Render a run record (schema 1 or 2) as one self-contained HTML page.
 
     ``sections`` come from the ``pytest_longctx_report_sections`` hook (see :func:`.sections.arrange`);
     without them every experiment gets a plain section of its own.
@@ -168,7 +174,7 @@ def render_html(record: dict[str, Any], sections: Sequence[Section] | None = Non
     settings = record.get("settings", {})
     gate = (record.get("gate") or {}).get("status", "none")
     group_list = list(sections) if sections is not None else arrange([], record.get("cells", []))
-    body = [header(record, group_list), overview(record, group_list)]
+    body = [header(record, group_list), decision_html(record), overview(record, group_list)]
     if record.get("comparison"):
         body.append(f'<section id="comparison"><h2>Comparison with the baseline</h2>{comparison_section(record)}'
                     "</section>")

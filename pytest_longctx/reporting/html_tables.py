@@ -84,8 +84,8 @@ def _compare_tds(cmp: Mapping[str, Any] | None, n: Any) -> list[str]:
     base_n = "" if cmp.get("baseline_n") == n else f" <span class=muted>(n={esc(cmp.get('baseline_n'))})</span>"
     return [_td(f"{num(cmp.get('baseline_accuracy'))}{base_n}", cmp.get("baseline_accuracy"), "num"),
             _td(num(cmp.get("diff"), "+.3f"), diff, "num " + ("neg" if diff < 0 else "pos" if diff > 0 else "")),
-            _td(f'{num(cmp.get("p_value"), ".3g")} <span class="muted">({pairs_text(cmp)})</span>',
-                cmp.get("p_value"), "num"),
+            _td(f'{num(cmp.get("p_value"), ".3g")} <span class="muted">(Holm {num(cmp.get("p_holm"), ".3g")}; '
+                f'{pairs_text(cmp)})</span>', cmp.get("p_value"), "num"),
             _td('<span class="badge fail">drop</span>' if sig else '<span class="muted">no</span>', int(sig))]
 
 
@@ -95,7 +95,7 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]]) -> str:
     compared = any("compare" in c for c in cells)
     head = [*keys, "n", "correct", "accuracy", "95% CI", "errors", "thresholds"]
     if compared:
-        head += ["baseline", "diff", "p (McNemar)", "sig. drop"]
+        head += ["baseline", "diff", "p (McNemar; Holm)", "sig. drop"]
     rows = []
     for cell in cells:
         params = cell.get("params", {})
@@ -116,7 +116,7 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]]) -> str:
             tds += _compare_tds(cmp, cell.get("n"))
         row_cls = "fail" if verdict == "fail" or (cmp or {}).get("significant_drop") else ""
         rows.append(f'<tr class="{row_cls}">{"".join(tds)}</tr>')
-    numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff", "p (McNemar)"}
+    numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff", "p (McNemar; Holm)"}
     header = "".join(f'<th class="{"num" if h in numeric else ""}">{esc(h)}</th>' for h in head)
     return (f'<div class="tablebar"><input class="filter" type="search" placeholder="filter rows…" '
             f'aria-label="filter {esc(experiment)} cells"><span class="muted">{len(cells)} cells · click a header '
@@ -136,10 +136,12 @@ def _fell_table(cells: Sequence[Mapping[str, Any]]) -> str:
                     f'<td class="num">{num(cell.get("accuracy"))}</td>'
                     f'<td class="num neg">{num(cmp.get("diff"), "+.3f")}</td><td class="num">{pairs_text(cmp)}</td>'
                     f'<td class="num" data-v="{esc(cmp.get("p_value"))}">{num(cmp.get("p_value"), ".3g")}</td>'
+                    f'<td class="num">{num(cmp.get("p_holm"), ".3g")}</td>'
                     f"<td>{flag}</td></tr>")
     return ('<div class="scroll"><table class="sortable"><thead><tr><th>experiment</th><th>condition</th>'
             '<th class="num">baseline</th><th class="num">now</th><th class="num">diff</th>'
-            '<th class="num">paired trials (right→wrong / wrong→right)</th><th class="num">p</th><th>flag</th></tr>'
+            '<th class="num">paired trials (right→wrong / wrong→right)</th><th class="num">p (McNemar)</th>'
+            '<th class="num">Holm</th><th>flag</th></tr>'
             f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
@@ -158,10 +160,22 @@ def comparison_section(record: Mapping[str, Any]) -> str:
              ("baseline run (UTC)", str(comparison.get("baseline_started") or "–").replace("T", " ")
               .removesuffix("+00:00")),
              ("same seed", "yes" if comparison.get("same_seed") else "no"),
-             ("cells compared", comparison.get("cells_compared")), ("alpha (McNemar, exact)", comparison.get("alpha"))]
+             ("trials paired", (comparison.get("pairing") or {}).get("paired", "–")),
+             ("cells compared", comparison.get("cells_compared")),
+             ("alpha (per cell: exact McNemar, Holm per experiment)", comparison.get("alpha"))]
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)
-    out = [f'<dl class="facts">{dl}</dl>',
-           f'<p class="big {"fail" if drops else "pass"}">{drops} significant drop{"" if drops == 1 else "s"}</p>'
+    rows = "".join(
+        f"<tr><td>{esc(name)}</td><td class=num>{num(e.get('diff'), '+.3f')}</td><td class=num>"
+        f"[{num(e.get('low'), '+.3f')}, {num(e.get('high'), '+.3f')}]</td><td class=num>{esc(e.get('pairs'))}</td>"
+        f"<td class=num>{esc(e.get('clusters'))}</td><td class=num>{num(e.get('p_value'), '.3g')}</td></tr>"
+        for name, e in (comparison.get("experiments") or {}).items())
+    pooled = ('<h3>Pooled paired differences (this run minus the compared one)</h3><div class="scroll"><table>'
+              '<thead><tr><th>experiment</th><th class=num>difference</th><th class=num>95% CI</th>'
+              '<th class=num>pairs</th><th class=num>independent items</th><th class=num>p</th></tr></thead>'
+              f"<tbody>{rows}</tbody></table></div>") if rows else ""
+    out = [f'<dl class="facts">{dl}</dl>', pooled,
+           f'<p class="big {"fail" if drops else "pass"}">{drops} cell{"" if drops == 1 else "s"} with a significant '
+           "drop</p>"
            f'<p class="muted">{len(fell)} of {len(cells)} compared cells are below the baseline, {improved} above.</p>']
     if significant:
         out.append("<h3>Regressed cells (significant drop)</h3>" + _fell_table(significant[:100]))

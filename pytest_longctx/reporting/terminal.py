@@ -34,13 +34,18 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         return
     tr.write_sep("=", f"longctx: {settings.model.spec}  protocol={settings.protocol}  seed={settings.seed}  "
                       f"samples={'all' if settings.samples_all else settings.samples}")
-    rows = [("experiment", "params", "n", "acc", "95% CI", "err", "verdict")]
+    from pytest_longctx.reporting.decision import terminal_lines
+
+    for style, line in terminal_lines(record):
+        tr.write_line(line, **({style: True} if style else {}))
+    rows = [("experiment", "params", "n", "acc", "95% CI", "err", "cell checks / vs compared run")]
     for cell in cells:
         cmp = cell.get("compare")
         verdict = cell_verdict(cell)
         if cmp is not None:
             star = "*" if cmp["significant_drop"] else ""
-            verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f} vs base{star})"
+            holm = f", Holm p={cmp['p_holm']:.2g}" if cmp.get("p_holm") is not None else ""
+            verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f}{star}{holm})"
         rows.append((cell["experiment"], _params(cell["params"]), str(cell["n"]), f"{cell['accuracy']:.3f}",
                      f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", str(cell["errors"]), verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
@@ -76,8 +81,8 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
             tr.write_line(f"gate error: {reason}", red=True)
     if record.get("comparison"):
         c = record["comparison"]
-        tr.write_line(f"compared with {c['baseline_model']} ({c['cells_compared']} cells, "
-                      f"{c['significant_drops']} significant drops at alpha {c['alpha']}; * = significant)")
+        tr.write_line(f"cells vs the compared run: {c['cells_compared']} compared, {c['significant_drops']} with a "
+                      f"significant drop (* : exact McNemar, Holm across each experiment's cells, alpha {c['alpha']})")
     for line in state.summary_lines:  # the experiments' pytest_longctx_summary_lines, gathered at the finish
         tr.write_line(f"longctx {line}")
     _footer(tr, state)

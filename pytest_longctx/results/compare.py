@@ -38,7 +38,13 @@ class Comparison:
 
     def diff(self, match: Match) -> PairedDiff:
         """The pooled paired difference (this run minus the compared one) over the cells ``match`` accepts."""
-        pairs = [(a, b) for a, b in self.pairing.pairs if match(a["experiment"], a["params"])]
+        accepted: dict[str, bool] = {}
+        pairs = []
+        for key, a, b in self.pairing.pairs:
+            if key not in accepted:  # asked once a cell, not once a pair
+                accepted[key] = match(a["experiment"], a["params"])
+            if accepted[key]:
+                pairs.append((a, b))
         return paired_difference([a["outcome"] == "correct" for a, _ in pairs],
                                  [b["outcome"] == "correct" for _, b in pairs],
                                  [str(a.get("cluster") or b.get("cluster")) for a, b in pairs])
@@ -57,8 +63,8 @@ def compare(cells: list[dict[str, Any]], trials: Sequence[Mapping[str, Any]], ba
     comparison = Comparison(baseline, pair_runs(trials, baseline.get("trials", []), by_item=not legacy), alpha)
     base_cells = baselines_by_key(baseline)
     per_cell: dict[str, list[tuple[Mapping[str, Any], Mapping[str, Any]]]] = {}
-    for a, b in comparison.pairing.pairs:
-        per_cell.setdefault(cell_key(a["experiment"], a["params"]), []).append((a, b))
+    for key, a, b in comparison.pairing.pairs:
+        per_cell.setdefault(key, []).append((a, b))
     compared = []
     for cell in cells:
         base = base_cells.get(cell["key"])

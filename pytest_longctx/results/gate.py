@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_longctx.results.aggregate import cell_key
 from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD, effective_length
@@ -45,21 +46,20 @@ class GateInputs:
     effective_accuracy: float = DEFAULT_THRESHOLD
     seed: int = 0
     samples: int | None = None
+    _by_cell: dict[str, list[Mapping[str, Any]]] | None = field(default=None, repr=False)
 
     def scored(self, cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-        keys = {(c["experiment"], _params_key(c["params"])) for c in cells}
-        return [t for t in self.trials if t["outcome"] != "error"
-                and (t["experiment"], _params_key(t["params"])) in keys]
+        """The scored trials of ``cells`` (trials grouped by cell once, on first use)."""
+        if self._by_cell is None:
+            self._by_cell = {}
+            for t in self.trials:
+                if t["outcome"] != "error":
+                    self._by_cell.setdefault(cell_key(t["experiment"], t["params"]), []).append(t)
+        return [t for c in cells for t in self._by_cell.get(c["key"], [])]
 
     def unit(self, cells: Sequence[Mapping[str, Any]]) -> str:
         units = {self.units.get(c["experiment"], "trial") for c in cells}
         return units.pop() if len(units) == 1 else "item"
-
-
-def _params_key(params: Mapping[str, Any]) -> str:
-    import json
-
-    return json.dumps(dict(params), sort_keys=True)
 
 
 def evaluate(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> dict[str, Any]:
@@ -99,6 +99,7 @@ def evaluate(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> dict[str,
 def _base(threshold: Threshold, matched: Sequence[Cell]) -> dict[str, Any]:
     return {"threshold": threshold.text, "kind": threshold.kind, "reading": threshold.reading,
             "each": threshold.each, "value": threshold.value, "cells": len(matched), "verdict": "pass",
+            "experiments": sorted({str(c["experiment"]) for c in matched}),
             "p": None, "p_adjusted": None, "needs_samples": None, "needs_clusters": None}
 
 
@@ -170,27 +171,27 @@ def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInpu
             f"{pooled.clusters:,} {_plural(unit, pooled.clusters)}")
     if threshold.reading == "point":
         ok = pooled.accuracy >= a
-        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {a} (point)"}
+        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {a:g} (point)"}
     if threshold.reading == "shown":
         low, _ = pooled.bounds(alpha)
         if low >= a:
-            return {**out, "words": f"{said}: shown at least {a} (lower bound {low:.3f})"}
+            return {**out, "words": f"{said}: shown at least {a:g} (lower bound {low:.3f})"}
         needs = ""
         if pooled.accuracy > a:
             var = pooled.accuracy * (1 - pooled.accuracy)
             need_eff = (t_quantile(1 - alpha, pooled.df) ** 2) * var / (pooled.accuracy - a) ** 2
             needs = _needs(pooled.clusters, need_eff / max(pooled.n_eff, 1e-9), inputs, out)
-        return {**out, "verdict": "fail", "words": f"{said}: not shown at least {a} (lower bound {low:.3f}){needs}"}
+        return {**out, "verdict": "fail", "words": f"{said}: not shown at least {a:g} (lower bound {low:.3f}){needs}"}
     out["p"] = pooled.p_below(a)
     out["_said"] = said
-    out["_claim"] = f"below {a}"
+    out["_claim"] = f"below {a:g}"
     return out
 
 
 def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateInputs,
                 out: dict[str, Any]) -> dict[str, Any]:
     alpha, x = inputs.alpha, threshold.value
-    drop = -diff.diff
+    drop = -diff.diff + 0.0  # no "-0.000"
     out.update(estimate=diff.diff, low=diff.low, high=diff.high, clusters=diff.clusters, n=diff.pairs, unit=unit)
     if (few := _too_few(threshold, diff.clusters, unit, out)) is not None:
         return few
@@ -198,18 +199,19 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
             f"{diff.pairs:,} paired trials, {diff.clusters:,} {_plural(unit, diff.clusters)}")
     if threshold.reading == "point":
         ok = drop <= x + 1e-12
-        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x} (point)"}
+        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x:g} (point)"}
     if threshold.reading == "shown":
         upper = diff.drop_upper(alpha)
         if upper < x:
-            return {**out, "words": f"{said}: shown below {x} (upper bound {upper:+.3f})"}
+            return {**out, "words": f"{said}: shown below {x:g} (upper bound {upper:+.3f})"}
         needs = ""
         if drop < x:
             needs = _needs(diff.clusters, ((upper - drop) / (x - drop)) ** 2, inputs, out)
-        return {**out, "verdict": "fail", "words": f"{said}: not shown below {x} (upper bound {upper:+.3f}){needs}"}
+        return {**out, "verdict": "fail",
+                "words": f"{said}: not shown below {x:g} (upper bound {upper:+.3f}){needs}"}
     out["p"] = diff.p_drop_over(x)
     out["_said"] = said
-    out["_claim"] = f"larger than {x}"
+    out["_claim"] = f"larger than {x:g}"
     return out
 
 

@@ -58,8 +58,9 @@ def overview(trials: Trials, declared: Mapping[str, Evidence], *, comparison: Co
             if diff.pairs:
                 compared = diff
                 entry["vs"] = diff.to_json()
-        assumptions = _post_hoc(comparison, experiment, outcomes, clusters, compared)
-        drop = detectable_drop(Design.of(clusters), level, assumptions)
+        design = Design.of(clusters)
+        assumptions = _post_hoc(comparison, experiment, outcomes, clusters, compared, design)
+        drop = detectable_drop(design, level, assumptions)
         entry["detectable"] = {"drop": None if drop is None else round(drop, 4), "power": POWER,
                                "alpha": round(level, 6), "alpha_text": level_text,
                                "assumptions": assumptions.to_json()}
@@ -68,7 +69,7 @@ def overview(trials: Trials, declared: Mapping[str, Evidence], *, comparison: Co
 
 
 def _post_hoc(comparison: Comparison | None, experiment: str, outcomes: Sequence[bool], clusters: Sequence[str],
-              compared: Any) -> Assumptions:
+              compared: Any, design: Design) -> Assumptions:
     """This run's own accuracy and intra-item correlation; the observed discordance when it was compared."""
     if comparison is not None:
         base = assumptions_from(comparison.baseline, experiment)
@@ -85,8 +86,10 @@ def _post_hoc(comparison: Comparison | None, experiment: str, outcomes: Sequence
         rho = base.icc
     discordance = base.discordance
     if compared is not None and compared.pairs:
-        discordance = (compared.regressed + compared.improved) / compared.pairs
-        said.append(f"discordance {discordance:.3f} observed against the compared run")
+        # at least one discordant item's worth: the test's own half pseudo-pairs keep it from seeing less
+        floor = design.deff(rho if rho is not None else base.icc) / max(compared.pairs, 1)
+        discordance = max((compared.regressed + compared.improved) / compared.pairs, floor)
+        said.append(f"discordance {discordance:.3f} observed against the compared run (at least one item's worth)")
     else:
         said.append(f"discordance {discordance} (stated default: two runs of an unchanged model disagree on "
                     f"{discordance:.0%} of items)")

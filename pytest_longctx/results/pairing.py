@@ -21,16 +21,19 @@ ERROR_HERE = "errored in this run"
 ERROR_THERE = "errored in the compared run"
 NO_CELL = "its cell is not in the other run"
 NOT_ASKED = "its item was not asked in that cell of the other run"
-OTHER_ITEM = "the other run asked another item at this sample (schema 1)"
+OTHER_ITEM = "the other run asked another item at this sample (no item recorded, or a schema-1 record)"
 
 Trial = Mapping[str, Any]
 
 
 @dataclass
 class Pairing:
-    """The matched trials of this run (``now``) and the compared run (``before``), and what did not match."""
+    """The matched trials of this run (``now``) and the compared run (``before``), and what did not match.
 
-    pairs: list[tuple[Trial, Trial]] = field(default_factory=list)
+    ``pairs`` holds ``(cell key, this run's trial, the compared run's trial)``.
+    """
+
+    pairs: list[tuple[str, Trial, Trial]] = field(default_factory=list)
     by: str = "item"
     unpaired_here: Counter[str] = field(default_factory=Counter)
     unpaired_there: Counter[str] = field(default_factory=Counter)
@@ -57,6 +60,10 @@ def _keys(trials: Sequence[Trial], by_item: bool) -> dict[tuple[str, str], Trial
     return out
 
 
+def _asked(trial: Trial) -> tuple[Any, Any]:
+    return trial.get("item"), trial.get("expected")
+
+
 def pair_runs(now: Sequence[Trial], before: Sequence[Trial], *, by_item: bool = True) -> Pairing:
     """Match ``now`` with ``before`` (see the module docstring); ``by_item=False`` for schema-1 records."""
     result = Pairing(by="item" if by_item else "sample")
@@ -71,11 +78,11 @@ def pair_runs(now: Sequence[Trial], before: Sequence[Trial], *, by_item: bool = 
             result.unpaired_here[ERROR_HERE] += 1
         elif other["outcome"] == "error":
             result.unpaired_here[ERROR_THERE] += 1
-        elif not by_item and (other.get("item"), other.get("expected")) != (trial.get("item"), trial.get("expected")):
+        elif key[1].startswith("sample ") and _asked(other) != _asked(trial):  # paired by index: same item?
             result.unpaired_here[OTHER_ITEM] += 1
         else:
-            result.pairs.append((trial, other))
+            result.pairs.append((key[0], trial, other))
     for key in there.keys() - here.keys():
         result.unpaired_there[NO_CELL if key[0] not in cells_here else NOT_ASKED] += 1
-    result.pairs.sort(key=lambda p: (cell_key(p[0]["experiment"], p[0]["params"]), p[0]["sample"]))
+    result.pairs.sort(key=lambda p: (p[0], p[1]["sample"]))
     return result

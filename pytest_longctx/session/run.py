@@ -99,8 +99,7 @@ def _finish(session: pytest.Session) -> None:
     declared = by_experiment(e for e in flat(call_each(config, "pytest_longctx_evidence", state.notes))
                              if isinstance(e, Evidence))
     record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
-    comparison, record["comparison"], record["gate"] = _compare_and_gate(record, settings, state, declared)
-    _guarded(state, "the per-experiment summary", lambda: _summarize(record, settings, declared, comparison))
+    decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
     if settings.plan:
         from pytest_longctx.dispatch.plan import summarize_plan
 
@@ -145,6 +144,20 @@ def _guarded(state: Any, what: str, action: Any) -> None:
         state.notes.append(f"could not compute {what}: {type(exc).__name__}: {exc}")
 
 
+def decide(record: dict[str, Any], settings: Settings, declared: dict[str, Evidence],
+           baseline: dict[str, Any] | None, notes: list[str]) -> None:
+    """Compare a built record with the compared run, gate it, and summarize each experiment, in place.
+
+    The run's finish calls it; so can a tool or a test that holds a record. Whatever fails in the comparison or
+    the gate is a gate error, never a pass; a failing summary costs a note.
+    """
+    comparison, record["comparison"], record["gate"] = _compare_and_gate(record, settings, baseline, notes, declared)
+    try:
+        _summarize(record, settings, declared, comparison)
+    except Exception as exc:  # see the docstring
+        notes.append(f"could not compute the per-experiment summary: {type(exc).__name__}: {exc}")
+
+
 def _summarize(record: dict[str, Any], settings: Settings, declared: dict[str, Evidence],
                comparison: Comparison | None) -> None:
     """Pooled accuracy, effective length and detectable drop per experiment (and the compared run's lengths)."""
@@ -161,14 +174,13 @@ def _summarize(record: dict[str, Any], settings: Settings, declared: dict[str, E
             comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
 
 
-def _compare_and_gate(record: dict[str, Any], settings: Settings, state: Any, declared: dict[str, Evidence],
-                      ) -> tuple[Comparison | None, dict[str, Any] | None, dict[str, Any]]:
+def _compare_and_gate(record: dict[str, Any], settings: Settings, baseline: dict[str, Any] | None, notes: list[str],
+                      declared: dict[str, Evidence]) -> tuple[Comparison | None, dict[str, Any] | None, dict[str, Any]]:
     """The comparison (with --longctx-compare) and the gate; whatever fails is a gate error, never a pass."""
-    baseline = getattr(state, "baseline", None)
     compared_with = str(settings.compare) if settings.compare is not None else None
     if settings.plan:
         if settings.thresholds:
-            state.notes.append("plan mode: nothing was answered, so the gate was not evaluated")
+            notes.append("plan mode: nothing was answered, so the gate was not evaluated")
         return None, None, evaluate((), GateInputs(record["cells"], record["trials"], alpha=settings.alpha))
     comparison = summary = None
     try:
