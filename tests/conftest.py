@@ -13,8 +13,8 @@ from typing import Any
 import anyio._backends._asyncio  # noqa: F401
 import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
-import scipy.stats  # noqa: F401
 import pytest
+import scipy.stats  # noqa: F401
 
 try:  # the anthropic SDK's own transport (vendored httpcore), where this SDK version has one
     import httpcore2._async

@@ -196,7 +196,7 @@ def test_max_drop_alarm_and_shown() -> None:
 
 
 def test_relative_threshold_needs_a_compared_run_with_pairs() -> None:
-    now, before = paired([True] * 20, [True] * 20)
+    now, _ = paired([True] * 20, [True] * 20)
     missing = gate(now, "*:max-drop=0")
     assert missing["status"] == "error" and "--longctx-compare" in missing["errors"][0]
     other = run([trial("lrt", i, True, cluster=f"other-{i}", lines=0) for i in range(20)])
