@@ -31,7 +31,7 @@ async def test_lrt(longctx, lines, shuffle):
     request = Request.user(f"{text}\\nWhat is on line {target}?", max_tokens=8, template="lrt-mini@1")
     answer = await longctx.ask(request, oracle=Oracle(values[target], (values[(target + 1) % lines], "v999999")))
     miss = values.index(answer) - target if answer in values and answer != values[target] else None
-    longctx.record(expected=values[target], answer=answer, item=f"line {target}", lines=lines,
+    longctx.record(expected=values[target], answer=answer, item=f"file {longctx.seed}", lines=lines,
                    miss_distance=0 if answer == values[target] else miss)
     assert answer == values[target]
 '''
