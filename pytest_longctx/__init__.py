@@ -9,7 +9,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
   :func:`option_value`, :func:`resolve_options` and the value parsers :func:`whole_number`,
   :func:`whole_numbers`, :func:`true_or_false`.
 * In ``pytest_generate_tests`` / fixtures: :func:`settings` (the run's resolved options),
-  :func:`set_cell_samples`, :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
+  :func:`set_cell_samples`, :func:`samples_for`, :class:`Defaults` (``pytest_longctx_defaults``),
+  :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
 * For command-line tools (question generation): :func:`parse_model_spec`, :func:`build_backend`,
   :class:`ModelClient`, :class:`ResponseCache`, :func:`missing_key_message`, :func:`start_model_server`.
 * In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
@@ -37,6 +38,8 @@ _EXPORTS = {
     "settings": "pytest_longctx.api:settings",
     "active": "pytest_longctx.api:active",
     "set_cell_samples": "pytest_longctx.api:set_cell_samples",
+    "samples_for": "pytest_longctx.session.defaults:samples_for",
+    "Defaults": "pytest_longctx.session.defaults:Defaults",
     "OptionDef": "pytest_longctx.session.options:OptionDef",
     "add_options": "pytest_longctx.api:add_options",
     "option_value": "pytest_longctx.api:option_value",
@@ -127,6 +130,8 @@ if TYPE_CHECKING:
     from pytest_longctx.results.gating import (
         GATE_EXIT_CODE as GATE_EXIT_CODE,
     )
+    from pytest_longctx.session.defaults import Defaults as Defaults
+    from pytest_longctx.session.defaults import samples_for as samples_for
     from pytest_longctx.session.options import OptionDef as OptionDef
     from pytest_longctx.session.options import Settings as Settings
     from pytest_longctx.session.trial import Trial as Trial

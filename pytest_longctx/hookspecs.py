@@ -26,6 +26,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section
     from pytest_longctx.results.evidence import Evidence
+    from pytest_longctx.session.defaults import Defaults
 
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]
@@ -46,6 +47,17 @@ def pytest_longctx_report_sections(cells: Cells, trials: Trials) -> list[Section
     """HTML report sections for your experiments: title, which experiments it holds, figures, order.
 
     An experiment no section claims gets one of its own with a plain accuracy-per-cell chart.
+    """
+    return []
+
+
+def pytest_longctx_defaults(config: pytest.Config) -> list[Defaults]:
+    """Your experiments' defaults for this run's model and protocol (``settings(config)``): trials per cell and the
+    conditions they pick, e.g. ``Defaults("passkey", samples=10, conditions={"fillers": [10, 100]})`` for a
+    model that runs on the CPU (``settings(config).model.profile.runs == "cpu"``).
+
+    ``--longctx-samples`` overrides ``samples``; ``None`` leaves the core's default for the model. The run record
+    keeps them under ``settings.defaults``. Called once per process, after every plugin's ``pytest_configure``.
     """
     return []
 

@@ -207,7 +207,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if marker is None:
         return
     if SAMPLE_ARG in metafunc.fixturenames:
-        samples = metafunc.definition.stash.get(CELL_SAMPLES_KEY, metafunc.config.stash[SETTINGS_KEY].samples)
+        from pytest_longctx.session.defaults import samples_for
+        from pytest_longctx.session.identity import experiment_name
+
+        samples = metafunc.definition.stash.get(CELL_SAMPLES_KEY, None)
+        if samples is None:
+            samples = samples_for(metafunc.config, experiment_name(metafunc.definition))
         metafunc.parametrize(SAMPLE_ARG, list(range(samples)), ids=[f"s{i}" for i in range(samples)])
     func = metafunc.function
     if inspect.iscoroutinefunction(func) and not any(

@@ -150,7 +150,8 @@ def test_source_plan_is_the_readme_sizes_with_50_trials() -> None:
     plan = lrt_plan(_settings(protocol="source"))
     assert plan.lines == [500, 1000, 1500, 2000, 2500, 3000, 4000, 5000, 6000, 6500]
     assert plan.samples == 50 and plan.shuffles[:2] == ["none", "full"] and plan.note is None
-    assert lrt_plan(_settings(protocol="source", samples_given=True)).samples is None
+    assert lrt_plan(_settings(protocol="source", samples_given=True)).samples == 50  # a default: the core lets
+    # --longctx-samples win over it (session/defaults.samples_for)
 
 
 def test_lines_option_chooses_sizes_and_names_those_that_do_not_fit() -> None:
@@ -158,7 +159,7 @@ def test_lines_option_chooses_sizes_and_names_those_that_do_not_fit() -> None:
     assert plan.lines == [500, 1000] and plan.skipped == [6500]
     assert plan.note is not None and "6,500 lines not run" in plan.note and "32,768" in plan.note
     local = lrt_plan(_settings(model=parse_model_spec("local/smollm2-135m"), context_window=8192))
-    assert local.lines == list(parse_model_spec("local/smollm2-135m").profile.lrt_lines)
+    assert (local.lines, local.shuffles, local.samples) == ([20], ["none", "full"], 10)  # the LRT's own CPU defaults
 
 
 def test_a_prompt_longer_than_the_window_is_an_error_naming_the_option() -> None:

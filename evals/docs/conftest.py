@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_longctx import ModelClient, Settings, UsageError, set_cell_samples, settings
+from pytest_longctx import ModelClient, Settings, UsageError, samples_for, set_cell_samples, settings
 from pytest_longctx.experiments.docs.conditions import docs_plan
 from pytest_longctx.experiments.docs.experiment import DocsExperiment
 from pytest_longctx.experiments.docs.plugin import docs_options
@@ -20,8 +20,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "context_fraction" in metafunc.fixturenames:
         metafunc.parametrize("context_fraction", plan.fractions)
         metafunc.parametrize("arm", plan.arms)
-    if plan.samples is not None:
-        set_cell_samples(metafunc, plan.samples)
+    set_cell_samples(metafunc, plan.per_cell(samples_for(metafunc.config, "docs")))
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""Condition axes of the Little Retrieval Test: sizes, shuffle modes and trials per cell for the
-model, the protocol (--longctx-protocol) and --longctx-lrt-lines."""
+"""Condition axes of the Little Retrieval Test: sizes and shuffle modes for the model, the protocol
+(--longctx-protocol) and --longctx-lrt-lines (trials per cell: the plugin's pytest_longctx_defaults)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import warnings
 
 import pytest
 
-from pytest_longctx import set_cell_samples, settings
+from pytest_longctx import settings
 from pytest_longctx.experiments.lrt.conditions import lrt_plan
 from pytest_longctx.experiments.lrt.plugin import lrt_options
 
@@ -25,5 +25,3 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("lines", plan.lines)
     if "shuffle" in metafunc.fixturenames:
         metafunc.parametrize("shuffle", plan.shuffles)
-    if plan.samples is not None:
-        set_cell_samples(metafunc, plan.samples)

@@ -14,29 +14,19 @@ from pytest_longctx.errors import UsageError
 
 @dataclass(frozen=True)
 class Profile:
-    """Facts about a model family that shape default conditions."""
+    """Facts about a model family that any experiment may size its defaults by; none names an experiment.
+
+    ``runs``: where the model runs: ``in-process`` (a scripted test double), ``cpu`` (a small model on this
+    machine's CPU: slow, short window) or ``remote`` (an API). ``default_samples``: trials per cell of an
+    experiment that declares no default of its own (see the ``pytest_longctx_defaults`` hook).
+    """
 
     context_window: int
     default_samples: int
+    runs: str = "remote"
     #: USD per million input / output tokens (0 for free models); used by plan estimates.
     input_price: float = 0.0
     output_price: float = 0.0
-    #: Smaller default cells for slow models (empty: each experiment's own defaults, sized to the window).
-    lrt_lines: tuple[int, ...] = ()
-    lrt_shuffles: tuple[str, ...] = ()
-    docs_depths: tuple[int, ...] = ()
-    docs_fractions: tuple[int, ...] = ()
-    #: Trials per LRT / docs cell for slow models when --longctx-samples is not given (0: --longctx-samples default).
-    lrt_samples: int = 0
-    docs_samples: int = 0
-    #: qa defaults for slow models: sizes, trials per cell, prompt variants ("plain/none"), scoring
-    qa_sizes: tuple[int, ...] = ()
-    qa_samples: int = 0
-    qa_variants: tuple[str, ...] = ()
-    scoring: str = "generate"
-    #: docs: tokens of a context at most (0: the window's), and whether ``--longctx-docs-judge auto`` uses the judge
-    docs_context: int = 0
-    judges: bool = True
 
 
 FAKE_NAMES = ("perfect", "random", "wrong", "error", "flaky")
@@ -63,16 +53,9 @@ class ModelSpec:
     @property
     def profile(self) -> Profile:
         if self.provider == "fake":
-            return Profile(context_window=200_000, default_samples=40)
+            return Profile(context_window=200_000, default_samples=40, runs="in-process")
         if self.provider == "local":
-            return Profile(context_window=8192, default_samples=1, qa_sizes=(1000,), qa_samples=10,
-                           qa_variants=("plain/none",), scoring="logprob",
-                           # LRT: ordered vs shuffled 20-line files (~460 tokens); docs: answer first vs last, and
-                           # long context vs RAG at the full 1,024-token budget; 10 trials a cell (~30K tokens)
-                           lrt_lines=(20,), lrt_shuffles=("none", "full"), lrt_samples=10,
-                           docs_depths=(0, 100), docs_fractions=(100,), docs_samples=10,
-                           # a 135M model is no judge of free-text answers
-                           docs_context=1024, judges=False)
+            return Profile(context_window=8192, default_samples=1, runs="cpu")
         if self.provider == "anthropic":
             family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")
             inp, out = _ANTHROPIC_PRICES[family]

@@ -115,6 +115,9 @@ def _finish(session: pytest.Session) -> None:
 
             record["prefetch"]["rates"] = rates
             state.notes.append(rate_note(rates))
+    from pytest_longctx.session.defaults import declared as declared_defaults
+
+    record["settings"]["defaults"] = {e: d.to_json() for e, d in sorted(declared_defaults(config).items())}
     for extra in call_each(session.config, "pytest_longctx_record_settings", state.notes, config=session.config):
         record["settings"].update(extra)
     record["tables"] = flat(call_each(session.config, "pytest_longctx_tables", state.notes,

@@ -1,4 +1,4 @@
-"""The docs experiment's condition axes and trials per cell, for the model profile and protocol.
+"""The docs experiment's condition axes and trials per cell, for the model and protocol.
 
 Cells are paired: sample i asks the same item in every depth and size cell, so a cell never has
 more trials than there are items (more would repeat items with identical contexts). The source
@@ -20,13 +20,28 @@ FRACTIONS = (0, 25, 50, 75, 100)  # % of the budget filled with documents (the w
 ARMS = ("long-context", "rag")
 
 
+#: This experiment's defaults for a small model on the CPU: the answer document first or last, long context vs
+#: RAG at the full budget, 10 trials a cell, 1,024-token contexts, and no LLM judge (a 135M model is no judge).
+CPU_DEPTHS, CPU_FRACTIONS, CPU_SAMPLES, CPU_CONTEXT = (0, 100), (100,), 10, 1024
+
+
 @dataclass(frozen=True)
 class DocsPlan:
     depths: list[int]
     fractions: list[int]
     arms: list[str]
-    #: trials per cell (None: --longctx-samples; the fixture errors later if the folder is unusable)
+    #: trials per cell this experiment defaults to (None: the core's default for the model)
     samples: int | None
+    #: usable items of the folder (None: not readable yet; the fixture errors later if it stays unusable)
+    items: int | None = None
+    #: every item in every cell (the source protocol, --longctx-samples all)
+    every_item: bool = False
+
+    def per_cell(self, resolved: int) -> int:
+        """Trials per cell: every item, or ``resolved`` (``samples_for``) capped by the items there are."""
+        if self.every_item and self.items:
+            return self.items
+        return min(resolved, self.items) if self.items else resolved
 
 
 def item_count(settings: Settings, options: DocsOptions) -> int | None:
@@ -40,16 +55,8 @@ def item_count(settings: Settings, options: DocsOptions) -> int | None:
 
 
 def docs_plan(settings: Settings, options: DocsOptions) -> DocsPlan:
-    profile = settings.model.profile
     source = settings.protocol == "source"
-    depths = list(DEPTHS if source or not profile.docs_depths else profile.docs_depths)
-    fractions = list(FRACTIONS if source or not profile.docs_fractions else profile.docs_fractions)
-    n_items = item_count(settings, options)
-    if settings.samples_given:
-        wanted = settings.samples
-    elif source or settings.samples_all:
-        wanted = n_items or settings.samples
-    else:
-        wanted = profile.docs_samples or settings.samples
-    samples = min(wanted, n_items) if n_items else wanted
-    return DocsPlan(depths=depths, fractions=fractions, arms=list(ARMS), samples=samples)
+    cpu = settings.model.profile.runs == "cpu" and not source
+    return DocsPlan(depths=list(CPU_DEPTHS if cpu else DEPTHS), fractions=list(CPU_FRACTIONS if cpu else FRACTIONS),
+                    arms=list(ARMS), samples=CPU_SAMPLES if cpu else None, items=item_count(settings, options),
+                    every_item=(source or settings.samples_all) and not settings.samples_given)

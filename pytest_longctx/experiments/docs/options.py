@@ -55,11 +55,11 @@ def resolve(raw: dict[str, Any], settings: Settings) -> DocsOptions:
         raise UsageError(f"{REVIEW.flag}: expected required or optional, got {review!r}")
     if scorer not in ("subspan", "em", "f1", "judge"):
         raise UsageError(f"{SCORER.flag}: expected subspan, em, f1 or judge, got {scorer!r}")
-    judge = (settings.judge.profile.judges if str(raw["docs-judge"]) == "auto"
+    judge = (settings.judge.profile.runs != "cpu" if str(raw["docs-judge"]) == "auto"  # a 135M model is no judge
              else true_or_false(JUDGE, str(raw["docs-judge"])))
     if scorer == "judge" and not judge:
         raise UsageError(f"{SCORER.flag}: judge needs {JUDGE.flag} true")
     window = settings.context_window
     context = (whole_number(CONTEXT, str(raw["docs-context"]), 128) if raw["docs-context"] is not None
-               else min(max(window - 512, window // 2), settings.model.profile.docs_context or window))
+               else min(max(window - 512, window // 2), 1024 if settings.model.profile.runs == "cpu" else window))
     return DocsOptions(folder=folder, review=review, scorer=scorer, judge=judge, context=context)

@@ -55,6 +55,16 @@ def _mine(rows: Rows) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") == EXPERIMENT]
 
 
+def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
+    """Trials per cell (10 on a CPU model; otherwise the core's), capped by the reviewed items there are."""
+    from pytest_longctx import Defaults, settings
+    from pytest_longctx.experiments.docs.conditions import docs_plan
+
+    plan = docs_plan(settings(config), docs_options(config))
+    return [Defaults(EXPERIMENT, plan.samples, {"depths": plan.depths, "context_fractions": plan.fractions,
+                                                "items": plan.items, "context": docs_options(config).context})]
+
+
 def pytest_longctx_evidence() -> list[Any]:
     """Sample i asks one reviewed QA item in every depth, size and arm cell: the item is the unit of evidence."""
     from pytest_longctx import Evidence, LengthAxis

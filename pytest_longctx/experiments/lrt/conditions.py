@@ -55,17 +55,29 @@ def fits(lines: int, window: int) -> bool:
     return lines * TOKENS_PER_LINE <= window * FILL
 
 
+#: This experiment's defaults for a small model on the CPU (8K window): ordered vs shuffled 20-line files
+#: (~460 tokens), 10 trials a cell.
+CPU_LINES, CPU_SHUFFLES, CPU_SAMPLES = (20,), ("none", "full"), 10
+
+
+def lrt_samples(settings: Settings) -> int | None:
+    """Trials per cell this experiment defaults to for the run (None: the core's default for the model)."""
+    if settings.protocol == "source":
+        return SOURCE_TRIALS
+    return CPU_SAMPLES if settings.model.profile.runs == "cpu" else None
+
+
 def lrt_plan(settings: Settings, options: LrtOptions | None = None) -> LrtPlan:
-    """The LRT's cells for this run's model, protocol and options."""
+    """The LRT's cells for this run's model, protocol and options (its trials per cell: :func:`lrt_samples`)."""
     window = settings.context_window
-    profile = settings.model.profile
+    cpu = settings.model.profile.runs == "cpu"
     source = settings.protocol == "source"
     if options is not None and options.lines:
         wanted = list(options.lines)
     elif source:
         wanted = list(SOURCE_LINES)
-    elif profile.lrt_lines:
-        wanted = list(profile.lrt_lines)
+    elif cpu:
+        wanted = list(CPU_LINES)
     else:
         fitting = [n for n in CANDIDATE_LINES if fits(n, window)]
         wanted = fitting[-4:]
@@ -74,11 +86,5 @@ def lrt_plan(settings: Settings, options: LrtOptions | None = None) -> LrtPlan:
     if source:
         shuffles = list(SOURCE_SHUFFLES)
     else:
-        shuffles = list(profile.lrt_shuffles or SHUFFLES)
-    if settings.samples_given:  # ("all" has no item pool to exhaust here: the defaults below apply)
-        samples = None
-    elif source:
-        samples = SOURCE_TRIALS
-    else:
-        samples = profile.lrt_samples or None
-    return LrtPlan(lines=lines, shuffles=shuffles, samples=samples, skipped=skipped, window=window)
+        shuffles = list(CPU_SHUFFLES if cpu else SHUFFLES)
+    return LrtPlan(lines=lines, shuffles=shuffles, samples=lrt_samples(settings), skipped=skipped, window=window)

@@ -51,6 +51,15 @@ def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
     return lrt_options(config).to_json()
 
 
+def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
+    """Trials per cell (the source's 50; 10 on a CPU model) and the sizes and shuffles this run picks."""
+    from pytest_longctx import Defaults, settings
+    from pytest_longctx.experiments.lrt.conditions import lrt_plan
+
+    plan = lrt_plan(settings(config), lrt_options(config))
+    return [Defaults(EXPERIMENT, plan.samples, {"lines": plan.lines, "shuffles": plan.shuffles})]
+
+
 def pytest_longctx_evidence() -> list[Any]:
     """Each trial draws its own file, so each trial is one unit of evidence; its item names the file."""
     from pytest_longctx import Evidence, LengthAxis

@@ -65,9 +65,19 @@ def question_file(root: Path, options: QaOptions) -> Path:
     return root / "questions" / f"FR-{dates(options)[0]}.jsonl"
 
 
+#: This experiment's defaults for a small model on the CPU (8K window): 1,000-token contexts, the plain prompt
+#: without examples at the beginning, middle and end, no depth sweep, 10 trials a cell (qa and its controls).
+CPU_SIZES, CPU_VARIANTS, CPU_SAMPLES = (1000,), ("plain/none",), 10
+
+
+def qa_samples(settings: Settings) -> int | None:
+    """Trials per qa (and control) cell this experiment defaults to (None: the core's default for the model)."""
+    return CPU_SAMPLES if settings.model.profile.runs == "cpu" else None
+
+
 def plan(settings: Settings, options: QaOptions, fixtures: Path) -> QaPlan:
-    """Decide the qa cells from the settings, the model profile, the corpus and the stored baseline."""
-    profile = settings.model.profile
+    """Decide the qa cells from the settings, the model, the corpus and the stored baseline."""
+    cpu = settings.model.profile.runs == "cpu"  # small contexts and 10 trials a cell under either protocol
     issues = load_issues(settings, options)
     cap = sum(s.tokens + OVERHEAD[settings.protocol] for i in issues for s in i.sections)
     corpus = " + ".join(f"FR {i.date}" for i in issues)
@@ -75,27 +85,26 @@ def plan(settings: Settings, options: QaOptions, fixtures: Path) -> QaPlan:
     explicit = bool(options.context_sizes)
     if explicit:
         wanted = list(options.context_sizes)
-    elif profile.qa_sizes:
-        wanted = list(profile.qa_sizes)
+    elif cpu:
+        wanted = list(CPU_SIZES)
     elif settings.protocol == "source":
         wanted = [b for b in source.BUDGETS if b <= window - RESERVE] or qa_sizes(window)[-1:]
     else:
         wanted = qa_sizes(window, capacity=cap)
     sizes, note = choose_sizes(wanted, cap, source=corpus, explicit=explicit)
-    if note is None and not explicit and settings.protocol == "longctx" and not profile.qa_sizes:
+    if note is None and not explicit and settings.protocol == "longctx" and not cpu:
         _, note = choose_sizes([c for c in CANDIDATES if c <= window - RESERVE], cap, source=corpus, explicit=False)
     if not sizes:
         raise pytest.UsageError(note or "no qa context size")
     depth_sizes = tuple(sizes) if explicit or settings.protocol == "source" else tuple(
         qa_sizes(window, depth=True, capacity=cap))
-    small = not settings.samples_given and not settings.samples_all
-    qa_n = profile.qa_samples if small and profile.qa_samples else None
+    qa_n: int | None = None  # trials per cell set by the plan itself (--longctx-samples all); else the defaults'
     prompts: tuple[str, ...] = PROMPTS
     examples: tuple[str, ...] = EXAMPLES
-    if profile.qa_variants and not explicit and settings.protocol == "longctx":
-        prompts = tuple(sorted({v.split("/")[0] for v in profile.qa_variants}))
-        examples = tuple(sorted({v.split("/")[1] for v in profile.qa_variants}))
-    depths = () if settings.protocol == "source" or profile.qa_variants else (0, 25, 50, 75, 100)
+    if cpu and not explicit and settings.protocol == "longctx":
+        prompts = tuple(sorted({v.split("/")[0] for v in CPU_VARIANTS}))
+        examples = tuple(sorted({v.split("/")[1] for v in CPU_VARIANTS}))
+    depths = () if settings.protocol == "source" or cpu else (0, 25, 50, 75, 100)
     questions = load_questions(question_file(fixtures, options))
     blocked = None
     control_n = qa_n

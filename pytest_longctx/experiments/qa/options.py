@@ -55,8 +55,9 @@ def resolve(raw: dict[str, Any], settings: Settings) -> QaOptions:
     check_fr_dates(fr_date)
     model = settings.model
     given = raw["scoring"]
+    # likelihood scoring by default for a small model on the CPU, which rarely writes a well-formed answer
     scoring = str(given) if given is not None else (
-        model.profile.scoring if settings.protocol == "longctx" else "generate")
+        "logprob" if model.profile.runs == "cpu" and settings.protocol == "longctx" else "generate")
     if scoring not in ("generate", "logprob"):
         raise UsageError(f"{SCORING.flag}: expected generate or logprob, got {scoring!r}")
     if scoring == "logprob" and settings.protocol == "source":

@@ -56,6 +56,17 @@ def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") in names]
 
 
+def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
+    """Trials per cell of qa and its controls (10 on a CPU model; otherwise the core's default)."""
+    from pytest_longctx import Defaults, settings
+    from pytest_longctx.experiments.qa.cells import CPU_SIZES, CPU_VARIANTS, qa_samples
+
+    s = settings(config)
+    n = qa_samples(s)
+    small = {"context_tokens": list(CPU_SIZES), "variants": list(CPU_VARIANTS)} if n is not None else {}
+    return [Defaults("qa", n, small), Defaults("qa-baseline", n), Defaults("qa-control", n)]
+
+
 def pytest_longctx_evidence() -> list[Any]:
     """One question is asked in every cell of qa (and in its controls): the question is the unit of evidence."""
     from pytest_longctx import Evidence, LengthAxis
