@@ -16,7 +16,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -179,8 +179,8 @@ def add_options(parser: pytest.Parser, options: tuple[OptionDef, ...] = OPTIONS)
         else:
             group.addoption(opt.flag, action="append" if opt.is_list else "store", dest=opt.dest, default=None,
                             metavar=metavar, help=text)
-        parser.addini(opt.dest, help=text, type="linelist" if opt.is_list else "string",
-                      default=[] if opt.is_list else None)
+        ini_type: Literal["linelist", "string"] = "linelist" if opt.is_list else "string"
+        parser.addini(opt.dest, help=text, type=ini_type, default=[] if opt.is_list else None)
 
 
 def switches(parser: pytest.Parser) -> dict[str, tuple[str, str]]:
