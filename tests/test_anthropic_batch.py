@@ -112,3 +112,21 @@ def test_an_auth_error_stops_at_once(api: Any, tmp_path: Path) -> None:  # noqa:
     with pytest.raises(FatalBackendError, match="stopping the run"):
         batches.submit(body(batches, tmp_path, ["k1"]))
     assert srv.stats.endpoints.get("batches.create") == 1  # no retry fixes a refused key
+
+
+def test_the_waiting_line_is_rewritten_on_a_terminal_and_printed_per_change_elsewhere() -> None:
+    from pytest_longctx.dispatch.batch_progress import StatusLine, progress_text, size_text
+
+    counts = {"processing": 1_190, "succeeded": 8, "errored": 1, "canceled": 0, "expired": 1}
+    assert progress_text(2, 1, counts, 65) == ("longctx batch: 2 batches submitted, 1 ended; requests: 1,190 "
+                                               "processing, 8 succeeded, 1 errored, 1 expired; 1m05s")
+    assert progress_text(1, 0, {"canceled": 3}, 7300).endswith("0 expired, 3 canceled; 2h01m")
+    assert [size_text(n) for n in (812, 5_084, 145_213_000)] == ["812 B", "5.1 kB", "145.2 MB"]
+    for tty, expected in [(True, "\rwaiting 1\rwaiting 22\rwaiting 22\rwaiting 3 \ndone\n"),
+                          (False, "waiting 1\nwaiting 22\nwaiting 3\ndone\n")]:
+        written: list[str] = []
+        line = StatusLine(written.append, tty)
+        for text, key in [("waiting 1", 1), ("waiting 22", 2), ("waiting 22", 2), ("waiting 3", 3)]:
+            line.update(text, key)  # the same figures again: rewritten in place, or nothing printed
+        line.line("done")
+        assert "".join(written) == expected

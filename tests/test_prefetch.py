@@ -39,7 +39,7 @@ def test_child_args_drop_distribution_reports_and_modes() -> None:
 
 
 def test_child_args_drop_bare_switches_but_not_the_path_after_them() -> None:
-    args = ["--longctx-batch", "evals/lrt", "--longctx-prefetch", "-k", "lrt", "--no-longctx-prefetch",
+    args = ["--longctx-batch", "evals/lrt", "--longctx-prefetch", "on", "-k", "lrt",
             "--longctx-plan", "off", "evals/qa", "--longctx-exact-tokens", "evals/docs", "--longctx-batch"]
     assert child_args(args) == ["evals/lrt", "-k", "lrt", "evals/qa", "--longctx-exact-tokens", "evals/docs"]
 

@@ -32,7 +32,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pytest_longctx.backends.base import Request
 from pytest_longctx.backends.registry import load, provider_of
-from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress_text
+from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress_text, size_text
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.prefetch import sent_path, write_error
@@ -211,7 +211,7 @@ def _submit(api: Any, model: str, body: _Body, cache_dir: Path, run: BatchRun, o
     run.requests_submitted += count
     run.bytes_submitted += size
     run.batches.append({"id": batch_id, "requests": count, "bytes": size})
-    out.line(f"longctx batch: submitted {batch_id}: {count:,} requests, {size / 1e6:,.1f} MB")
+    out.line(f"longctx batch: submitted {batch_id}: {count:,} requests, {size_text(size)}")
     body.clear()
     return state
 

@@ -18,6 +18,14 @@ def elapsed_text(seconds: float) -> str:
     return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
+def size_text(n: int) -> str:
+    """``812 B``, ``5.1 kB``, ``145.2 MB`` (decimal units, as the API states its limit)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:,.1f} {unit}"
+    return f"{n} B"
+
+
 def progress_text(batches: int, ended: int, counts: Mapping[str, int], elapsed_s: float) -> str:
     """The waiting line: batches submitted and ended, requests by state (canceled only when there are some)."""
     parts = [f"{counts.get('processing', 0):,} processing", f"{counts.get('succeeded', 0):,} succeeded",

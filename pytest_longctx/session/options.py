@@ -30,8 +30,8 @@ DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")
 TRUE_WORDS = ("1", "true", "yes", "on")
 FALSE_WORDS = ("0", "false", "no", "off", "none")
-#: The words a bare switch takes as its value when they follow it (``--longctx-plan false``); any other word
-#: after it (a path, a -k expression's value) is not its value.
+#: The words a bare switch takes as its value when they follow it (``--longctx-plan false``; ``auto`` for switches
+#: such as --longctx-docs-judge); any other word after it (a path) is not its value.
 SWITCH_WORDS = (*TRUE_WORDS, *FALSE_WORDS, "auto")
 
 
@@ -83,8 +83,7 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("plan-out", None, "with --longctx-plan: also write every planned request to this JSONL file "
               "(default: none)"),
     OptionDef("prefetch", "auto", "send every request of the run up front with --longctx-max-concurrency in flight, "
-              "so tests find their answers cached: auto (remote models with the cache on), on, off (default: auto)",
-              bare="on", negated="off"),
+              "so tests find their answers cached: auto (remote models with the cache on), on, off (default: auto)"),
     OptionDef("batch", "false", "send the run's requests through the Message Batches API (half price), wait, "
               f"then score; resumable ({offering('batches')} only) (default: false)", bare="true"),
     OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
@@ -93,8 +92,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
     OptionDef("prompt-cache", "auto", "mark the prompt prefix that sibling requests share (e.g. the 8 prompt "
               "variants of a qa cell) with a prompt-cache breakpoint, so it is billed once at 1.25x and then read at "
-              "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)",
-              bare="on", negated="off"),
+              "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)"),
     OptionDef("gc-freeze", "true", "keep what a process holds after start-up and collection out of Python's full "
               "garbage collections until the run ends (gc.freeze; about a tenth of an LRT sweep's CPU time on 2 cores) "
               "(default: true)", bare="true", negated="false"),

@@ -17,10 +17,10 @@ from pytest_longctx.session.options import SWITCH_WORDS
 
 #: Options of the parent run that the child plan run must not inherit.
 _DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "--rsyncdir", "--max-worker-restart",
-                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan-out", "--css")
+                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan-out", "--longctx-prefetch", "--css")
 #: Switches it must not inherit: the word after a bare one is its value only when it is a switch word.
-_DROP_SWITCHES = ("--longctx-plan", "--longctx-prefetch", "--longctx-batch")
-_DROP_FLAGS = ("--self-contained-html", "--looponfail", "-f", "--lf", "--ff", "--no-longctx-prefetch")
+_DROP_SWITCHES = ("--longctx-plan", "--longctx-batch")
+_DROP_FLAGS = ("--self-contained-html", "--looponfail", "-f", "--lf", "--ff")
 #: Plugins the child plan run disables itself, so the parent's ``-p NAME`` for them is dropped.
 _CHILD_DISABLES = ("xdist", "html")
 
