@@ -132,33 +132,35 @@ class _Body:
     """The body of the next batch, written to ``path`` item by item (``api.head``, items, ``api.tail``)."""
 
     def __init__(self, path: Path, api: Any) -> None:
-        self.path, self.api = path, api
+        self.path = path
+        self.head, self.sep, self.tail = bytes(api.head), bytes(api.sep), bytes(api.tail)
+        self.max_requests, self.max_bytes = int(api.max_requests), int(api.max_bytes)
         self.keys: list[str] = []
         self.size = 0
         self._fh: IO[bytes] | None = None
 
     def holds(self, item: bytes) -> bool:
         """Whether ``item`` fits in an empty batch."""
-        return len(self.api.head) + len(item) + len(self.api.tail) <= self.api.max_bytes
+        return len(self.head) + len(item) + len(self.tail) <= self.max_bytes
 
     def fits(self, item: bytes) -> bool:
         """Whether ``item`` fits in this batch, within the provider's limits of requests and bytes."""
-        return not self.keys or bool(len(self.keys) < self.api.max_requests and self.size + len(self.api.sep)
-                                     + len(item) + len(self.api.tail) <= self.api.max_bytes)
+        return not self.keys or (len(self.keys) < self.max_requests
+                                 and self.size + len(self.sep) + len(item) + len(self.tail) <= self.max_bytes)
 
     def add(self, key: str, item: bytes) -> None:
         if self._fh is None:
             self._fh = self.path.open("wb")
-            self.size = self._fh.write(self.api.head)
+            self.size = self._fh.write(self.head)
         else:
-            self.size += self._fh.write(self.api.sep)
+            self.size += self._fh.write(self.sep)
         self.size += self._fh.write(item)
         self.keys.append(key)
 
     def finish(self) -> int:
         """Close the body; its size in bytes."""
         assert self._fh is not None
-        self.size += self._fh.write(self.api.tail)
+        self.size += self._fh.write(self.tail)
         self._fh.close()
         return self.size
 

@@ -20,9 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_longctx.backends.prompt_cache import LIFETIME_1H_S, TTL_1H
+from pytest_longctx.backends.prompt_cache import LIFETIME_1H_S, TTL_1H, min_cacheable_tokens
 from pytest_longctx.backends.prompt_cache import LIFETIME_S as LIFETIME_S
-from pytest_longctx.backends.prompt_cache import min_cacheable_tokens
 
 from .responders import TokenCounter, content_texts
 

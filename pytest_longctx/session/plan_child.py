@@ -17,7 +17,8 @@ from pytest_longctx.session.options import SWITCH_WORDS
 
 #: Options of the parent run that the child plan run must not inherit.
 _DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "--rsyncdir", "--max-worker-restart",
-                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan-out", "--longctx-prefetch", "--css")
+                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan-out",
+                    "--longctx-prefetch", "--css")
 #: Switches it must not inherit: the word after a bare one is its value only when it is a switch word.
 _DROP_SWITCHES = ("--longctx-plan", "--longctx-batch")
 _DROP_FLAGS = ("--self-contained-html", "--looponfail", "-f", "--lf", "--ff")
