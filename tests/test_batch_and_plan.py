@@ -16,6 +16,8 @@ from typing import Any
 import anthropic
 import pytest
 
+from pytest_longctx.backends.retry import BASE_ENV
+from pytest_longctx.server import FaultPlan
 from tests.passkey_api import MODEL, SECRET
 from tests.test_anthropic_run import outcomes
 
@@ -98,6 +100,46 @@ def test_expired_requests_are_errors_and_the_next_run_submits_exactly_those(runn
     state = json.loads((runner.pytester.path / "cache" / "batches" / f"{again}.json").read_text())
     assert set(state["keys"]) == expired and srv.stats.batch_requests == [len(expired)]
     assert second.record["usage"]["cache_hits"] == 100 - len(expired)
+
+
+def test_results_that_cannot_be_downloaded_are_one_line_and_the_next_run_collects_them(
+        runner: Any, api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    monkeypatch.setenv(BASE_ENV, "0.001")
+    srv = api(batch_delay=0.0, faults=FaultPlan(rate=1.0, kinds=("500",), endpoints=("batches.results",)))
+    failed = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    assert failed.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in failed.result.stderr.lines if line.strip()]
+    assert line.startswith("ERROR: --longctx-batch: waiting for msgbatch_") and "InternalServerError" in line, line
+    assert line.endswith("they are collected by the next run with the same --longctx-cache-dir, not submitted again")
+    srv.set_faults(None)
+    srv.reset_stats()
+    again = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    assert outcomes(again.record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
+    assert again.record["batch"]["submitted"] == [] and len(again.record["batch"]["resumed"]) == 1
+    assert "batches.create" not in srv.stats.endpoints  # paid once
+
+
+def test_a_recorded_batch_the_api_no_longer_has_is_submitted_again(runner: Any, api: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    srv = api(batch_delay=0.0)
+    first = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    (batch_id,) = first.record["batch"]["submitted"]
+    cache = runner.pytester.path / "cache"
+    state_file = cache / "batches" / f"{batch_id}.json"
+    state = json.loads(state_file.read_text())
+    state["collected"] = False  # as if that run had stopped before collecting, and then ...
+    state_file.write_text(json.dumps(state))
+    for entry in cache.glob("??/*.json"):
+        entry.unlink()
+    srv.batches.delete(batch_id)  # ... the batch were deleted (or archived after 29 days)
+    again = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    assert outcomes(again.record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
+    assert again.record["batch"]["gone"] == [batch_id] and again.record["batch"]["resumed"] == []
+    assert again.record["batch"]["requests_submitted"] == TRIALS
+    assert f"longctx batch: {batch_id} of an earlier run is gone from the API" in again.result.stdout.str()
+    assert json.loads(state_file.read_text())["gone"] is True
 
 
 def test_batch_survives_an_interruption_between_submit_and_collect(runner: Any, api: Any) -> None:

@@ -37,10 +37,12 @@ ENDINGS = ("succeeded", "errored", "canceled", "expired")
 
 @dataclass(frozen=True)
 class BatchStatus:
-    """A batch's processing status and its request counts (``processing`` and every ending)."""
+    """A batch's processing status and its request counts (``processing`` and every ending); ``gone``: the API
+    has no such batch, or no longer its results (deleted, or archived 29 days after it was created)."""
 
     ended: bool
     counts: dict[str, int]
+    gone: bool = False
 
 
 def _limit(env: str, api_limit: int) -> int:
@@ -101,7 +103,17 @@ class AnthropicBatches:
 
     def status(self, batch_id: str) -> BatchStatus:
         """Whether the batch has ended, and how many of its requests are processing or ended which way."""
-        batch = self._call(self._sdk.messages.batches.retrieve, batch_id)
+        import anthropic
+
+        def retrieve() -> Any:
+            try:
+                return self._sdk.messages.batches.retrieve(batch_id)
+            except anthropic.NotFoundError:
+                return None
+
+        batch = self.retrier.run_blocking(retrieve, verdict)
+        if batch is None or batch.archived_at is not None:
+            return BatchStatus(True, {}, gone=True)
         counts = batch.request_counts
         return BatchStatus(batch.processing_status == "ended",
                            {name: int(getattr(counts, name)) for name in ("processing", *ENDINGS)})

@@ -52,6 +52,8 @@ class BatchRun:
 
     submitted: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
+    #: Batches of earlier runs the API no longer has (their requests were submitted again).
+    gone: list[str] = field(default_factory=list)
     requests_submitted: int = 0
     bytes_submitted: int = 0
     #: The batches this run submitted: ``{"id", "requests", "bytes"}`` each.
@@ -64,7 +66,8 @@ class BatchRun:
     too_large: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {"submitted": self.submitted, "resumed": self.resumed, "requests_submitted": self.requests_submitted,
+        return {"submitted": self.submitted, "resumed": self.resumed, "gone": self.gone,
+                "requests_submitted": self.requests_submitted,
                 "bytes_submitted": self.bytes_submitted, "batches": self.batches, "collected": self.collected,
                 "errored": self.errored, "endings": dict(sorted(self.endings.items())), "too_large": self.too_large}
 
@@ -108,12 +111,18 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     (work / "keys.txt").write_text("\n".join(sorted(planned)), encoding="utf-8")
     if not planned:
         return run
-    pending = open_batches(settings.cache_dir, model)
-    in_flight = {key for state in pending.values() for key in state["keys"]}
-    relevant = {bid: s for bid, s in pending.items() if not planned.isdisjoint(s["keys"])}
-    run.resumed = sorted(relevant)
-    for bid in run.resumed:
-        out.line(f"longctx batch: resuming {bid} ({len(relevant[bid]['keys']):,} requests submitted earlier)")
+    relevant = {bid: s for bid, s in open_batches(settings.cache_dir, model).items()
+                if not planned.isdisjoint(s["keys"])}
+    for bid in sorted(relevant):
+        if _status(api, bid, settings.cache_dir).gone:  # its requests are not in flight: they go out again
+            _close(relevant.pop(bid), settings.cache_dir, gone=True)
+            run.gone.append(bid)
+            out.line(f"longctx batch: {bid} of an earlier run is gone from the API (deleted, or archived 29 days "
+                     "after it was created); its requests are submitted again")
+        else:
+            run.resumed.append(bid)
+            out.line(f"longctx batch: resuming {bid} ({len(relevant[bid]['keys']):,} requests submitted earlier)")
+    in_flight = {key for state in relevant.values() for key in state["keys"]}
     for state in _submit_all(api, model, plan_file, planned - in_flight, settings.cache_dir, work, run, out):
         relevant[state["id"]] = state
     _wait_and_collect(api, provider.name, relevant, cache, work, run, settings.cache_dir, out)
@@ -227,7 +236,7 @@ def _wait_and_collect(api: Any, provider: str, relevant: dict[str, dict[str, Any
     final: dict[str, dict[str, int]] = {}  # counts of the batches collected
     try:
         while waiting:
-            statuses = {bid: api.status(bid) for bid in waiting}
+            statuses = {bid: _status(api, bid, cache_dir) for bid in waiting}
             counts: Counter[str] = Counter()
             for request_counts in [*final.values(), *(s.counts for s in statuses.values())]:
                 counts.update(request_counts)
@@ -235,18 +244,58 @@ def _wait_and_collect(api: Any, provider: str, relevant: dict[str, dict[str, Any
             out.update(progress_text(len(relevant), ended, counts, time.monotonic() - start),
                        key=(ended, sorted(counts.items())))
             for bid, batch_status in statuses.items():
-                if batch_status.ended:
-                    _collect(api, provider, waiting.pop(bid), cache, work, run, cache_dir)
+                if batch_status.gone:  # deleted while this run waited: its requests end without an answer
+                    _record_missing(waiting[bid], waiting[bid]["keys"], "is gone from the API", work, run, Counter())
+                    _close(waiting.pop(bid), cache_dir, gone=True)
+                elif batch_status.ended:
+                    _collect(api, provider, waiting[bid], cache, work, run, cache_dir)
+                    del waiting[bid]
                     final[bid] = batch_status.counts
             if waiting:
                 time.sleep(poll)
     except KeyboardInterrupt:
         out.line(f"longctx batch: stopped while {len(waiting)} batch{'es' if len(waiting) != 1 else ''} ran "
-                 f"({', '.join(sorted(waiting))}); recorded in {_state_dir(cache_dir)}, they are collected by the "
-                 "next run with the same --longctx-cache-dir, not submitted again")
+                 f"({', '.join(sorted(waiting))}); {_left_for_next_run(cache_dir)}")
         raise
+    except UsageError:
+        raise
+    except Exception as exc:  # the API or the network failed after retries: one line, the batches stay recorded
+        raise UsageError(f"--longctx-batch: waiting for {', '.join(sorted(waiting))} failed ({type(exc).__name__}: "
+                         f"{exc}); {_left_for_next_run(cache_dir)}") from None
     finally:
         out.close()
+
+
+def _left_for_next_run(cache_dir: Path) -> str:
+    return (f"recorded in {_state_dir(cache_dir)}, they are collected by the next run with the same "
+            "--longctx-cache-dir, not submitted again")
+
+
+def _status(api: Any, batch_id: str, cache_dir: Path) -> Any:
+    """The batch's status; a one-line error (the batch stays recorded) when the API cannot be asked."""
+    try:
+        return api.status(batch_id)
+    except Exception as exc:
+        raise UsageError(f"--longctx-batch: could not ask for {batch_id} ({type(exc).__name__}: {exc}); "
+                         f"{_left_for_next_run(cache_dir)}") from None
+
+
+def _close(state: dict[str, Any], cache_dir: Path, **facts: Any) -> None:
+    """Mark a batch as done with: nothing of it is awaited again."""
+    state.update(collected=True, collected_at=time.time(), **facts)
+    _save(_state_dir(cache_dir) / f"{state['id']}.json", state)
+
+
+def _record_missing(state: dict[str, Any], keys: list[str], why: str, work: Path, run: BatchRun,
+                    endings: Counter[str]) -> None:
+    """Requests of ``state`` that ended without a result: errors of their trials (``why``: what the batch did)."""
+    for key in keys:
+        write_error(work, key, f"batch {state['id']} {why}: no result for this request; the next run submits it "
+                    "again", False)
+    if keys:
+        endings["missing"] += len(keys)
+        run.endings["missing"] = run.endings.get("missing", 0) + len(keys)
+        run.errored += len(keys)
 
 
 def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCache, work: Path, run: BatchRun,
@@ -269,14 +318,7 @@ def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCach
             write_error(work, key, f"batch {state['id']}: request {ending}{f' ({why})' if why else ''}; not an "
                         "answer, so not cached: the next run submits it again", False)
             run.errored += 1
-    missing = [key for key in state["keys"] if key not in seen]
-    for key in missing:
-        write_error(work, key, f"batch {state['id']}: the batch ended without a result for this request; the next "
-                    "run submits it again", False)
-    if missing:
-        endings["missing"] = len(missing)
-        run.errored += len(missing)
     for ending, n in endings.items():
         run.endings[ending] = run.endings.get(ending, 0) + n
-    state.update(collected=True, collected_at=time.time(), endings=dict(endings))
-    _save(_state_dir(cache_dir) / f"{state['id']}.json", state)
+    _record_missing(state, [key for key in state["keys"] if key not in seen], "ended", work, run, endings)
+    _close(state, cache_dir, endings=dict(endings))
