@@ -222,7 +222,7 @@ def _submit(api: Any, model: str, body: _Body, cache_dir: Path, run: BatchRun, o
     run.requests_submitted += count
     run.bytes_submitted += size
     run.batches.append({"id": batch_id, "requests": count, "bytes": size})
-    out.line(f"longctx batch: submitted {batch_id}: {count:,} requests, {size_text(size)}")
+    out.line(f"longctx batch: submitted {batch_id}: {count:,} request{'s' if count != 1 else ''}, {size_text(size)}")
     body.clear()
     return state
 
