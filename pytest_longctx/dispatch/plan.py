@@ -23,8 +23,8 @@ def summarize_plan(entries: list[dict[str, Any]], settings: Settings) -> dict[st
 
     Batches (``est_batch_cost_usd``): every token at half price, and shared prefixes with the 1-hour lifetime the
     batch path sends (writes 2x, reads 0.1x; ``batch_billed_input_tokens``), beside the same batch without prompt
-    caching (``est_batch_uncached_cost_usd``). Like the API's own guidance, it counts one write per prefix: cache
-    hits in a batch are best effort (its requests run in any order, some at once).
+    caching (``est_batch_uncached_cost_usd``). It counts one write per prefix, as for live runs; cache hits inside
+    a batch are best effort (its requests run in any order, some at once), so this is what the cache can save.
     """
     by_model: dict[str, dict[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
