@@ -28,6 +28,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """Bare switches (``--longctx-plan``, anywhere on the command line) get their value before pytest parses."""
+    from pytest_longctx.session.options import settle_switches
+
+    settle_switches(early_config, parser, args)
+
+
 def _is_controller(config: pytest.Config) -> bool:
     return not hasattr(config, "workerinput")
 

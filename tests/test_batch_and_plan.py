@@ -16,6 +16,8 @@ from typing import Any
 import anthropic
 import pytest
 
+from pytest_longctx.backends.retry import BASE_ENV
+from pytest_longctx.server import FaultPlan
 from tests.passkey_api import MODEL, SECRET
 from tests.test_anthropic_run import outcomes
 
@@ -45,6 +47,99 @@ def test_batch_run_submits_once_scores_like_live_and_collects_nothing_twice(runn
     live = runner.run("--longctx-samples", "4", "--longctx-cache-dir", str(runner.pytester.path / "live-cache"),
                       model=MODEL, cache=True)
     assert answers(live.record) == answers(batch.record)  # same seed: same requests, same scores
+
+
+def test_a_study_over_the_limits_goes_out_in_as_many_batches_as_it_needs(runner: Any, api: Any,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Limits of a few KB / requests (the API's are 256 MB / 100,000): the client splits, the server enforces."""
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    monkeypatch.setenv("LONGCTX_BATCH_MAX_BYTES", "4000")
+    srv = api(batch_delay=0.0, batch_max_bytes=4000, batch_max_requests=100)
+    run = runner.run("--longctx-samples", "6", "--longctx-batch", "-n", "2", model=MODEL, cache=True)
+    assert outcomes(run.record) == {"correct": 12, "incorrect": 0, "error": 0}, run.result.stdout.str()
+    batch = run.record["batch"]
+    assert len(srv.stats.batch_bytes) == len(batch["batches"]) >= 3  # 12 requests of ~1 KB: no batch holds them all
+    assert all(size <= 4000 for size in srv.stats.batch_bytes)
+    assert [b["bytes"] for b in batch["batches"]] == srv.stats.batch_bytes  # counted as the server received them
+    assert sum(srv.stats.batch_requests) == batch["requests_submitted"] == 12
+    assert batch["endings"] == {"succeeded": 12} and srv.stats.endpoints.get("messages", 0) == 0
+    out = run.result.stdout.str()
+    assert out.count("longctx batch: submitted msgbatch_") == len(batch["batches"])
+    assert (f"longctx batch: {len(batch['batches'])} batches submitted, {len(batch['batches'])} ended; requests: 0 "
+            "processing, 12 succeeded, 0 errored, 0 expired") in out  # not a terminal: plain lines
+
+    monkeypatch.delenv("LONGCTX_BATCH_MAX_BYTES")
+    monkeypatch.setenv("LONGCTX_BATCH_MAX_REQUESTS", "5")
+    srv.batches.max_bytes, srv.batches.max_requests = 256_000_000, 5
+    srv.reset_stats()
+    run = runner.run("--longctx-samples", "6", "--longctx-batch", "--longctx-cache-dir",
+                     str(runner.pytester.path / "cache-2"), model=MODEL, cache=True)
+    assert outcomes(run.record) == {"correct": 12, "incorrect": 0, "error": 0}
+    assert srv.stats.batch_requests == [5, 5, 2]
+
+
+def test_expired_requests_are_errors_and_the_next_run_submits_exactly_those(runner: Any, api: Any,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    srv = api(batch_delay=0.0, batch_expire_rate=0.03, seed=5)
+    first = runner.run("--longctx-samples", "50", "--longctx-batch", model=MODEL, cache=True)
+    (batch_id,) = first.record["batch"]["submitted"]
+    client = anthropic.Anthropic(base_url=srv.base_url, api_key=SECRET)
+    expired = {r.custom_id for r in client.messages.batches.results(batch_id) if r.result.type == "expired"}
+    assert 0 < len(expired) < 10
+    assert outcomes(first.record) == {"correct": 100 - len(expired), "incorrect": 0, "error": len(expired)}
+    errors = [t["error"] for t in first.record["trials"] if t["outcome"] == "error"]
+    assert all(f"batch {batch_id}: request expired" in e and "the next run submits it again" in e for e in errors)
+    assert first.record["batch"]["endings"] == {"succeeded": 100 - len(expired), "expired": len(expired)}
+
+    srv.batches.expire_rate = 0.0  # this time the batch finishes in time
+    srv.reset_stats()
+    second = runner.run("--longctx-samples", "50", "--longctx-batch", model=MODEL, cache=True)
+    assert outcomes(second.record) == {"correct": 100, "incorrect": 0, "error": 0}
+    (again,) = second.record["batch"]["submitted"]
+    state = json.loads((runner.pytester.path / "cache" / "batches" / f"{again}.json").read_text())
+    assert set(state["keys"]) == expired and srv.stats.batch_requests == [len(expired)]
+    assert second.record["usage"]["cache_hits"] == 100 - len(expired)
+
+
+def test_results_that_cannot_be_downloaded_are_one_line_and_the_next_run_collects_them(
+        runner: Any, api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    monkeypatch.setenv(BASE_ENV, "0.001")
+    srv = api(batch_delay=0.0, faults=FaultPlan(rate=1.0, kinds=("500",), endpoints=("batches.results",)))
+    failed = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    assert failed.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = [line for line in failed.result.stderr.lines if line.strip()]
+    assert line.startswith("ERROR: --longctx-batch: waiting for msgbatch_") and "InternalServerError" in line, line
+    assert line.endswith("they are collected by the next run with the same --longctx-cache-dir, not submitted again")
+    srv.set_faults(None)
+    srv.reset_stats()
+    again = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    assert outcomes(again.record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
+    assert again.record["batch"]["submitted"] == [] and len(again.record["batch"]["resumed"]) == 1
+    assert "batches.create" not in srv.stats.endpoints  # paid once
+
+
+def test_a_recorded_batch_the_api_no_longer_has_is_submitted_again(runner: Any, api: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    srv = api(batch_delay=0.0)
+    first = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    (batch_id,) = first.record["batch"]["submitted"]
+    cache = runner.pytester.path / "cache"
+    state_file = cache / "batches" / f"{batch_id}.json"
+    state = json.loads(state_file.read_text())
+    state["collected"] = False  # as if that run had stopped before collecting, and then ...
+    state_file.write_text(json.dumps(state))
+    for entry in cache.glob("??/*.json"):
+        entry.unlink()
+    srv.batches.delete(batch_id)  # ... the batch were deleted (or archived after 29 days)
+    again = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    assert outcomes(again.record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
+    assert again.record["batch"]["gone"] == [batch_id] and again.record["batch"]["resumed"] == []
+    assert again.record["batch"]["requests_submitted"] == TRIALS
+    assert f"longctx batch: {batch_id} of an earlier run is gone from the API" in again.result.stdout.str()
+    assert json.loads(state_file.read_text())["gone"] is True
 
 
 def test_batch_survives_an_interruption_between_submit_and_collect(runner: Any, api: Any) -> None:

@@ -115,6 +115,6 @@ def test_a_host_that_froze_its_heap_keeps_it(longctx_runner: Any, tmp_path: Path
 
 def test_a_bad_value_is_a_usage_error(longctx_runner: Any) -> None:
     longctx_runner.pytester.makepyfile(test_eval="def test_x():\n    pass\n")
-    run = longctx_runner.run("--longctx-gc-freeze", "sometimes")
+    run = longctx_runner.run("--longctx-gc-freeze=sometimes")  # (a switch: after a bare one, 'sometimes' is a path)
     assert run.ret == 4
     run.result.stderr.fnmatch_lines(["*--longctx-gc-freeze: expected true or false, got 'sometimes'*"])

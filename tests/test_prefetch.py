@@ -38,6 +38,12 @@ def test_child_args_drop_distribution_reports_and_modes() -> None:
                                 "evals/test_demo.py"]
 
 
+def test_child_args_drop_bare_switches_but_not_the_path_after_them() -> None:
+    args = ["--longctx-batch", "evals/lrt", "--longctx-prefetch", "on", "-k", "lrt",
+            "--longctx-plan", "off", "evals/qa", "--longctx-exact-tokens", "evals/docs", "--longctx-batch"]
+    assert child_args(args) == ["evals/lrt", "-k", "lrt", "evals/qa", "--longctx-exact-tokens", "evals/docs"]
+
+
 def test_child_args_keep_disabled_plugins_and_plugins_the_child_needs() -> None:
     args = ["-p", "no:cacheprovider", "-pno:hypothesispytest", "-p", "myfixtures", "-p", "xdist", "-phtml",
             "-p", "no:xdist", "-x"]

@@ -107,6 +107,26 @@ def test_the_server_bills_writes_then_reads_like_the_api() -> None:
         assert json.loads(json.dumps(stats.to_json()))["prompt_cache_reads"] == 2
 
 
+def test_a_one_hour_breakpoint_lives_an_hour_and_says_so_in_its_usage() -> None:
+    cache = PromptCache()
+    with MessagesServer("echo", prompt_cache=cache) as srv:
+        client = anthropic.Anthropic(base_url=srv.base_url, api_key="k", max_retries=0)
+        prefix_tokens = approx_token_count(DOCUMENTS)
+        hour = build_params("claude-test", variant(DOCUMENTS, "one?"), temperature=False, cache_ttl="1h")
+        assert hour["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+        written = client.messages.create(**hour).usage
+        assert written.cache_creation_input_tokens == prefix_tokens
+        assert (written.cache_creation.ephemeral_1h_input_tokens, written.cache_creation.ephemeral_5m_input_tokens) \
+            == (prefix_tokens, 0)
+        cache.advance(3599)  # far past 5 minutes, within the hour
+        assert client.messages.create(**hour).usage.cache_read_input_tokens == prefix_tokens
+        cache.advance(3601)
+        assert client.messages.create(**hour).usage.cache_creation_input_tokens == prefix_tokens
+        five = client.messages.create(**build_params("claude-test", variant(DOCUMENTS, "two?"), temperature=False))
+        assert five.usage.cache_read_input_tokens == prefix_tokens  # the same prefix: one entry
+        assert (srv.stats.prompt_cache_writes, srv.stats.prompt_cache_writes_1h) == (2, 2)
+
+
 def test_the_server_minimum_and_lifetime_are_configurable() -> None:
     with pytest.raises(ValueError, match="lifetime"):
         PromptCache(lifetime_s=0)
@@ -243,9 +263,17 @@ def test_the_plan_estimates_writes_reads_and_stacks_the_batch_discount() -> None
     assert on["est_input_cost_usd"] == pytest.approx(billed * 3 / 1e6, abs=1e-4)
     assert on["est_uncached_input_cost_usd"] == off["est_input_cost_usd"] == pytest.approx(uncached * 3 / 1e6)
     output = 80 * 10 * 15 / 1e6
-    assert on["est_batch_cost_usd"] == pytest.approx((billed * 3 / 1e6 + output) / 2, abs=1e-4)  # discounts stack
-    assert any("prompt cache: 10 shared prefixes written" in line for line in format_plan(
-        {"models": {model: on}, "note": ""}))
+    batch_billed = 80 * 200 + 2.0 * 700_000 + 0.1 * 70 * 70_000  # batches write the 1-hour cache: 2x
+    assert on["batch_billed_input_tokens"] == round(batch_billed)
+    assert on["est_batch_cost_usd"] == pytest.approx((batch_billed * 3 / 1e6 + output) / 2, abs=1e-4)  # discounts stack
+    assert on["est_batch_uncached_cost_usd"] == off["est_batch_cost_usd"] == off["est_batch_uncached_cost_usd"] == (
+        pytest.approx((uncached * 3 / 1e6 + output) / 2, abs=1e-4))
+    lines = format_plan({"models": {model: on}, "note": ""})
+    assert any("prompt cache: 10 shared prefixes written" in line for line in lines)
+    saved = on["est_batch_uncached_cost_usd"] - on["est_batch_cost_usd"]
+    assert f"{model}: with batches: <= ${on['est_batch_cost_usd']:.2f} with the 1-hour prompt cache (half price; " \
+           f"writes 2x, reads 0.1x: billed input {round(batch_billed):,}) against <= " \
+           f"${on['est_batch_uncached_cost_usd']:.2f} uncached: ${saved:.2f} saved (66%)" in lines
     assert not any("prompt cache" in line for line in format_plan({"models": {model: off}, "note": ""}))
     short = summarize_plan(_planned(model, 2, 8, 900, 10), None)["models"][model]  # type: ignore[arg-type]
     assert short["prefix_groups"] == 0 and short["billed_input_tokens"] == short["input_tokens"]  # under 1,024

@@ -121,6 +121,7 @@ def test_a_batch_sends_the_breakpoints_and_records_what_the_cache_billed(qa_like
     assert run.ret == 0 and srv.stats.endpoints.get("batches.create") == 1 and "messages" not in srv.stats.endpoints
     usage = run.record["usage"]
     assert (srv.stats.prompt_cache_writes, srv.stats.prompt_cache_reads) == (2, 6)  # the server answers in order
+    assert srv.stats.prompt_cache_writes_1h == 2  # a batch's breakpoints carry the 1-hour lifetime
     assert usage["cache_creation_input_tokens"] == srv.stats.cache_creation_input_tokens > 0
     assert usage["cache_read_input_tokens"] == srv.stats.cache_read_input_tokens
     assert usage["billed_input_tokens"] < usage["paid_input_tokens"] / 2

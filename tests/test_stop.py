@@ -373,6 +373,8 @@ def test_sigint_while_polling_a_batch_leaves_it_recorded_for_resume(longctx_runn
     record = run.record()
     assert code == 2 and record["stopped"] == "interrupted by SIGINT", run.output()
     assert record["trials"] == [] and run.work_folders() == []
+    assert "longctx batch: 1 batch submitted, 0 ended; requests: 4 processing, 0 succeeded" in run.output()
+    assert "they are collected by the next run with the same --longctx-cache-dir, not submitted again" in run.output()
     state_file = next((cache / "batches").glob("*.json"))
     state = json.loads(state_file.read_text())
     assert state["collected"] is False and len(state["keys"]) == 4

@@ -36,11 +36,13 @@ def missing_key_message() -> str | None:
             "(or use --longctx-model local/smollm2-135m, which needs none)")
 
 
-def build_params(model: str, request: Request, *, temperature: bool = True, cache: bool = True) -> dict[str, Any]:
+def build_params(model: str, request: Request, *, temperature: bool = True, cache: bool = True,
+                 cache_ttl: str | None = None) -> dict[str, Any]:
     """The SDK keyword arguments for ``request`` (pure: tested without network).
 
     A request that marks a shared prefix (``Request.cache_prefix``) sends its first user turn as two text
-    blocks, the first ending in a prompt-cache breakpoint (``cache=False``: one string, as without a mark).
+    blocks, the first ending in a prompt-cache breakpoint (``cache=False``: one string, as without a mark;
+    ``cache_ttl``: the breakpoint's lifetime, e.g. ``"1h"``; None: the API's default, 5 minutes).
 
     The SDK (>= 1.0) no longer takes ``temperature``; the API still accepts it for models that
     support sampling parameters, so it travels in ``extra_body``. Models released after
@@ -49,7 +51,8 @@ def build_params(model: str, request: Request, *, temperature: bool = True, cach
     messages: list[dict[str, Any]] = [{"role": m.role, "content": m.content} for m in request.messages]
     split = request.split_prefix() if cache else None
     if split is not None:  # the same text in two blocks; the breakpoint ends the prefix sibling requests share
-        messages[0]["content"] = [{"type": "text", "text": split[0], "cache_control": {"type": "ephemeral"}},
+        control = {"type": "ephemeral", **({"ttl": cache_ttl} if cache_ttl else {})}
+        messages[0]["content"] = [{"type": "text", "text": split[0], "cache_control": control},
                                   {"type": "text", "text": split[1]}]
     if request.prefill:
         messages.append({"role": "assistant", "content": request.prefill})

@@ -3,6 +3,8 @@
 Anthropic's prompt cache (``cache_control: {"type": "ephemeral"}`` on a content block) stores the prompt
 up to that breakpoint for 5 minutes from its last use. Writing it costs 1.25x the input price, reading
 it 0.1x; a prefix shorter than the model's minimum is not cached at all (and billed as plain input).
+With ``"ttl": "1h"`` the entry lives an hour and writing it costs 2x: what batches use (their requests run in
+any order over minutes to hours), where every token then costs half (:data:`BATCH_DISCOUNT`).
 Nothing here imports an SDK.
 """
 
@@ -16,6 +18,12 @@ WRITE_FACTOR = 1.25
 READ_FACTOR = 0.1
 #: How long an entry lives after its last use, in seconds (the API's default ``ttl``).
 LIFETIME_S = 300.0
+#: The 1-hour lifetime (``ttl: "1h"``, the batch path's) and the price of its writes.
+TTL_1H = "1h"
+LIFETIME_1H_S = 3600.0
+WRITE_FACTOR_1H = 2.0
+#: Every token of a Message Batch costs this fraction of the list price.
+BATCH_DISCOUNT = 0.5
 #: Shortest cacheable prefix in tokens by model family (Anthropic's documentation; the first match wins).
 _MIN_TOKENS = (("haiku-4", 4096), ("opus-4-5", 4096), ("opus-4-6", 4096), ("opus-4.5", 4096), ("opus-4.6", 4096),
                ("sonnet-4-6", 2048), ("sonnet-4.6", 2048), ("haiku", 2048))
@@ -46,7 +54,8 @@ def prefix_group(request: dict[str, Any]) -> str | None:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
 
 
-def billed_input(uncached: int, written: int, read: int) -> float:
+def billed_input(uncached: int, written: int, read: int, write_factor: float = WRITE_FACTOR) -> float:
     """Input tokens at the plain input price that cost the same: ``uncached`` of them sent in full,
-    ``written`` cache writes and ``read`` cache reads."""
-    return uncached + WRITE_FACTOR * written + READ_FACTOR * read
+    ``written`` cache writes (``write_factor``: :data:`WRITE_FACTOR_1H` for the 1-hour lifetime) and ``read``
+    cache reads."""
+    return uncached + write_factor * written + READ_FACTOR * read

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_longctx.backends.models import parse_model_spec
-from pytest_longctx.backends.prompt_cache import billed_input, min_cacheable_tokens
+from pytest_longctx.backends.prompt_cache import BATCH_DISCOUNT, WRITE_FACTOR_1H, billed_input, min_cacheable_tokens
 
 if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings
@@ -20,6 +20,11 @@ def summarize_plan(entries: list[dict[str, Any]], settings: Settings) -> dict[st
     With prompt caching (requests that mark a shared prefix), the first uncached request of each prefix writes
     it (1.25x), the others read it (0.1x); a prefix under the model's minimum is plain input. ``input_tokens``
     stays the uncached figure; ``billed_input_tokens`` is what the estimate charges, in plain-input tokens.
+
+    Batches (``est_batch_cost_usd``): every token at half price, and shared prefixes with the 1-hour lifetime the
+    batch path sends (writes 2x, reads 0.1x; ``batch_billed_input_tokens``), beside the same batch without prompt
+    caching (``est_batch_uncached_cost_usd``). It counts one write per prefix, as for live runs; cache hits inside
+    a batch are best effort (its requests run in any order, some at once), so this is what the cache can save.
     """
     by_model: dict[str, dict[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
@@ -43,13 +48,18 @@ def summarize_plan(entries: list[dict[str, Any]], settings: Settings) -> dict[st
         profile = parse_model_spec(model).profile
         plain = m["input_tokens"] - m["cache_write_tokens"] - m["cache_read_tokens"]
         billed = billed_input(plain, m["cache_write_tokens"], m["cache_read_tokens"])
+        batch_billed = billed_input(plain, m["cache_write_tokens"], m["cache_read_tokens"], WRITE_FACTOR_1H)
+        uncached_in = m["input_tokens"] / 1e6 * profile.input_price
         cost_in = billed / 1e6 * profile.input_price
         cost_out = m["max_output_tokens"] / 1e6 * profile.output_price
         out[model] = {**m, "tokenizers": sorted(m["tokenizers"]), "billed_input_tokens": round(billed),
-                      "est_uncached_input_cost_usd": round(m["input_tokens"] / 1e6 * profile.input_price, 4),
+                      "est_uncached_input_cost_usd": round(uncached_in, 4),
                       "est_input_cost_usd": round(cost_in, 4),
                       "est_max_cost_usd": round(cost_in + cost_out, 4),
-                      "est_batch_cost_usd": round((cost_in + cost_out) / 2, 4)}
+                      "batch_billed_input_tokens": round(batch_billed),
+                      "est_batch_cost_usd": round((batch_billed / 1e6 * profile.input_price + cost_out)
+                                                  * BATCH_DISCOUNT, 4),
+                      "est_batch_uncached_cost_usd": round((uncached_in + cost_out) * BATCH_DISCOUNT, 4)}
     return {"models": out, "trials": len(entries),
             "note": "one request per trial is planned; calls that depend on an answer (a judge) are not included"}
 
@@ -67,6 +77,11 @@ def format_plan(plan: dict[str, Any]) -> list[str]:
                          f"0.1x; billed input {m['billed_input_tokens']:,} of {m['input_tokens']:,} uncached "
                          f"({m['billed_input_tokens'] / max(1, m['input_tokens']):.3f}; uncached input "
                          f"${m['est_uncached_input_cost_usd']:.2f})")
+            saved = m["est_batch_uncached_cost_usd"] - m["est_batch_cost_usd"]
+            lines.append(f"{model}: with batches: <= ${m['est_batch_cost_usd']:.2f} with the 1-hour prompt cache "
+                         f"(half price; writes 2x, reads 0.1x: billed input {m['batch_billed_input_tokens']:,}) "
+                         f"against <= ${m['est_batch_uncached_cost_usd']:.2f} uncached: ${saved:.2f} saved "
+                         f"({saved / max(1e-9, m['est_batch_uncached_cost_usd']):.0%})")
     lines.append(plan["note"])
     return lines
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from .batches import MAX_BYTES, MAX_REQUESTS
 from .faults import FAULT_ENDPOINTS, FAULT_KINDS, GENERATION_ENDPOINTS, STICKY_MODES, FaultPlan
 from .graded import SPEC_HELP
 from .messages_api import MessagesServer
@@ -66,6 +67,11 @@ def build_parser() -> argparse.ArgumentParser:
     add("--api-key", default=None, help="expected x-api-key; others get 401 (default: accept any)")
     add("--batch-delay", type=float, default=0.5, help="seconds a batch stays in_progress (default: 0.5)")
     add("--batch-error-rate", type=float, default=0.0, help="fraction of batch requests errored (default: 0)")
+    add("--batch-expire-rate", type=float, default=0.0, help="fraction of batch requests expired (default: 0)")
+    add("--batch-max-requests", type=int, default=MAX_REQUESTS,
+        help=f"most requests per batch; more is a 400 (default: the API's {MAX_REQUESTS:,})")
+    add("--batch-max-bytes", type=int, default=MAX_BYTES,
+        help=f"largest batch body in bytes; more is a 413 (default: the API's 256 MB, {MAX_BYTES:,})")
     add("--prompt-cache-lifetime", type=float, default=LIFETIME_S,
         help=f"seconds a prompt-cache entry lives after its last use (default: {LIFETIME_S:.0f})")
     add("--prompt-cache-min-tokens", type=int, default=None,
@@ -96,6 +102,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             api_key=args.api_key,
             batch_delay=args.batch_delay,
             batch_error_rate=args.batch_error_rate,
+            batch_expire_rate=args.batch_expire_rate,
+            batch_max_requests=args.batch_max_requests,
+            batch_max_bytes=args.batch_max_bytes,
             seed=args.seed,
             prompt_cache=PromptCache(args.prompt_cache_lifetime, args.prompt_cache_min_tokens),
         )

@@ -3,9 +3,15 @@
 Every request of a batch is answered when the batch is created (so results are reproducible),
 but the batch reports ``in_progress`` until ``processing_delay`` seconds have passed, then
 ``ended`` with a ``results_url`` pointing back at this server. A seeded draw errors a fraction
-``error_rate`` of the requests (``api_error``); requests whose params are invalid error with
-``invalid_request_error``. Cancelling an in-progress batch answers ``canceling`` and the batch
-ends at once with every request ``canceled``.
+``error_rate`` of the requests (``api_error``) and expires a fraction ``expire_rate`` (``expired``:
+what the API does with requests a batch could not process within its 24 hours); requests whose
+params are invalid error with ``invalid_request_error``. Cancelling an in-progress batch answers
+``canceling`` and the batch ends at once with every request ``canceled``.
+
+The API's limits are enforced: at most ``max_requests`` requests (100,000) and ``max_bytes`` bytes of
+request body (256 MB, read as 256,000,000: the smaller reading of the documented figure; the server refuses a
+larger body with 413 ``request_too_large`` before reading it as JSON), and every ``custom_id`` matches
+``^[a-zA-Z0-9_-]{1,64}$`` and is unique within its batch (400 ``invalid_request_error`` otherwise).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -26,6 +33,10 @@ from .faults import APIFailure, error_body
 Answer = Callable[[dict[str, Any]], dict[str, Any]]
 
 _EXPIRY_SECONDS = 24 * 3600
+#: The Message Batches API's limits per batch.
+MAX_REQUESTS = 100_000
+MAX_BYTES = 256_000_000
+CUSTOM_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 
 
 def rfc3339(timestamp: float) -> str:
@@ -46,11 +57,18 @@ class _Batch:
 class BatchStore:
     """Thread-safe store of the server's batches."""
 
-    def __init__(self, *, processing_delay: float = 0.5, error_rate: float = 0.0, seed: int = 0) -> None:
-        if not 0.0 <= error_rate <= 1.0:
-            raise ValueError(f"batch error rate must be within [0, 1], got {error_rate}")
+    def __init__(self, *, processing_delay: float = 0.5, error_rate: float = 0.0, expire_rate: float = 0.0,
+                 seed: int = 0, max_requests: int = MAX_REQUESTS, max_bytes: int = MAX_BYTES) -> None:
+        if not (0.0 <= error_rate <= 1.0 and 0.0 <= expire_rate <= 1.0 and error_rate + expire_rate <= 1.0):
+            raise ValueError(f"batch error and expire rates must be within [0, 1] and sum to at most 1, got "
+                             f"{error_rate} and {expire_rate}")
+        if max_requests < 1 or max_bytes < 1:
+            raise ValueError(f"batch limits must be >= 1, got {max_requests} requests and {max_bytes} bytes")
         self.processing_delay = processing_delay
         self.error_rate = error_rate
+        self.expire_rate = expire_rate
+        self.max_requests = max_requests
+        self.max_bytes = max_bytes
         self._rng = random.Random(f"{seed}-batch")
         self._ids = itertools.count(1)
         self._batches: dict[str, _Batch] = {}
@@ -61,22 +79,28 @@ class BatchStore:
         requests = body.get("requests")
         if not isinstance(requests, list) or not requests:
             raise APIFailure(400, "invalid_request_error", "requests: must be a non-empty list")
+        if len(requests) > self.max_requests:
+            raise APIFailure(400, "invalid_request_error",
+                             f"requests: a batch holds at most {self.max_requests:,} requests, got {len(requests):,}")
         seen: set[str] = set()
         for i, item in enumerate(requests):
             custom_id = item.get("custom_id") if isinstance(item, dict) else None
             if not isinstance(custom_id, str) or not custom_id:
                 raise APIFailure(400, "invalid_request_error", f"requests.{i}.custom_id: Field required")
+            if not CUSTOM_ID.fullmatch(custom_id):
+                raise APIFailure(400, "invalid_request_error", f"requests.{i}.custom_id: String should match "
+                                 f"pattern '^[a-zA-Z0-9_-]{{1,64}}$', got {custom_id!r}")
             if custom_id in seen:
                 raise APIFailure(400, "invalid_request_error", f"requests.{i}.custom_id: duplicate {custom_id!r}")
             if not isinstance(item.get("params"), dict):
                 raise APIFailure(400, "invalid_request_error", f"requests.{i}.params: Field required")
             seen.add(custom_id)
         with self._lock:
-            errored = [self._rng.random() < self.error_rate for _ in requests]
+            draws = [self._rng.random() for _ in requests]
             batch_id = f"msgbatch_{next(self._ids):024d}"
         results = [
-            (item["custom_id"], self._result(item["params"], answer, fail))
-            for item, fail in zip(requests, errored, strict=True)
+            (item["custom_id"], self._result(item["params"], answer, draw))
+            for item, draw in zip(requests, draws, strict=True)
         ]
         now = time.time()
         batch = _Batch(batch_id, now, now + self.processing_delay, results)
@@ -164,9 +188,11 @@ class BatchStore:
         except KeyError:
             raise APIFailure(404, "not_found_error", f"message_batch {batch_id!r} not found") from None
 
-    def _result(self, params: dict[str, Any], answer: Answer, fail: bool) -> dict[str, Any]:
-        if fail:
+    def _result(self, params: dict[str, Any], answer: Answer, draw: float) -> dict[str, Any]:
+        if draw < self.error_rate:
             return {"type": "errored", "error": error_body("api_error", "Internal server error")}
+        if draw < self.error_rate + self.expire_rate:
+            return {"type": "expired"}
         try:
             return {"type": "succeeded", "message": answer(params)}
         except APIFailure as failure:

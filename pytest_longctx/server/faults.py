@@ -45,7 +45,8 @@ FAULT_KINDS: tuple[str, ...] = ("429", "529", "500", "timeout", "reset", "malfor
 #: Modes that answer every request with the same error.
 STICKY_MODES: tuple[str, ...] = ("auth", "spend-limit", "credit")
 #: Endpoint names a fault plan can target (see ``MessagesServer.stats.endpoints``).
-FAULT_ENDPOINTS: tuple[str, ...] = ("messages", "chat.completions", "completion", "count_tokens", "batches.create")
+FAULT_ENDPOINTS: tuple[str, ...] = ("messages", "chat.completions", "completion", "count_tokens", "batches.create",
+                                    "batches.retrieve", "batches.results")
 #: Where per-request faults go by default: every endpoint that generates an answer, in every dialect.
 GENERATION_ENDPOINTS: tuple[str, ...] = ("messages", "chat.completions", "completion")
 

@@ -45,8 +45,17 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         _log.debug("%s " + format, self.address_string(), *args)
 
-    def read_body(self) -> bytes:
+    def read_body(self, limit: int | None = None) -> bytes | None:
+        """The request body; None when it is longer than ``limit`` bytes (then it is read and dropped unparsed,
+        in pieces, so the client can read the answer)."""
         length = int(self.headers.get("Content-Length") or 0)
+        if limit is not None and length > limit:
+            while length > 0:
+                piece = self.rfile.read(min(length, 1 << 20))
+                if not piece:  # the client gave up
+                    break
+                length -= len(piece)
+            return None
         return self.rfile.read(length) if length > 0 else b""
 
     def send(self, status: int, payload: bytes, headers: Mapping[str, str]) -> None:

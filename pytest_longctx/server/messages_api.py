@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from typing import Any, TypeAlias
 
 from . import dialects
-from .batches import BatchStore
+from .batches import MAX_BYTES, MAX_REQUESTS, BatchStore
 from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
 from .handler import Handler, HTTPServer
 from .prompt_cache import PromptCache
@@ -60,6 +60,9 @@ class MessagesServer:
         token_counter: ``(text) -> int`` used for ``usage`` and ``count_tokens``.
         batch_delay: Seconds a batch stays ``in_progress``.
         batch_error_rate: Fraction of batch requests that end ``errored`` (seeded).
+        batch_expire_rate: Fraction of batch requests that end ``expired`` (seeded).
+        batch_max_requests: Most requests a batch may hold (the API's 100,000); more is a 400.
+        batch_max_bytes: Largest batch body in bytes (the API's 256 MB); more is a 413 ``request_too_large``.
         seed: Seed of the latency and batch-error draws (faults use ``faults.seed``).
         models: When given, any other model gets 404 ``not_found_error``.
         rate_limits: Limits reported in the ``anthropic-ratelimit-*`` headers.
@@ -80,6 +83,9 @@ class MessagesServer:
         token_counter: TokenCounter = approx_token_count,
         batch_delay: float = 0.5,
         batch_error_rate: float = 0.0,
+        batch_expire_rate: float = 0.0,
+        batch_max_requests: int = MAX_REQUESTS,
+        batch_max_bytes: int = MAX_BYTES,
         seed: int = 0,
         models: Sequence[str] | None = None,
         rate_limits: RateLimits | None = None,
@@ -97,7 +103,9 @@ class MessagesServer:
         self.models = tuple(models) if models is not None else None
         self.record_requests = record_requests
         self.prompt_cache = prompt_cache or PromptCache()
-        self.batches = BatchStore(processing_delay=batch_delay, error_rate=batch_error_rate, seed=seed)
+        self.batches = BatchStore(processing_delay=batch_delay, error_rate=batch_error_rate,
+                                  expire_rate=batch_expire_rate, seed=seed, max_requests=batch_max_requests,
+                                  max_bytes=batch_max_bytes)
         self._injector = FaultInjector(faults or FaultPlan())
         self._latency_rng = random.Random(f"{seed}-latency")
         self._rate = RateWindow(rate_limits or RateLimits())
@@ -182,6 +190,8 @@ class MessagesServer:
             snapshot.endpoints = dict(self._stats.endpoints)
             snapshot.requests = list(self._stats.requests)
             snapshot.arrivals = list(self._stats.arrivals)
+            snapshot.batch_bytes = list(self._stats.batch_bytes)
+            snapshot.batch_requests = list(self._stats.batch_requests)
             snapshot.faults = dict(self._stats.faults)
             snapshot.errors = dict(self._stats.errors)
         return snapshot
@@ -213,7 +223,7 @@ class MessagesServer:
         if endpoint is None:
             endpoint, batch_id = route(method, path)
         try:
-            raw = handler.read_body()
+            raw = handler.read_body(self.batches.max_bytes if endpoint == "batches.create" else None)
             if endpoint in ("_stats", "_reset"):  # control endpoints: not counted, never faulted
                 if endpoint == "_reset":
                     self.reset_stats()
@@ -245,9 +255,10 @@ class MessagesServer:
         endpoint: str,
         batch_id: str | None,
         query: dict[str, str],
-        raw: bytes,
+        raw: bytes | None,
     ) -> _Reply:
-        """The answer to one API request; ``None`` drops the connection."""
+        """The answer to one API request (``raw`` None: a body over the endpoint's size limit); ``None`` drops
+        the connection."""
         request_id = self._next_id("req")
         headers = {"request-id": request_id}
         if endpoint == "messages":
@@ -255,6 +266,9 @@ class MessagesServer:
         try:
             if endpoint == "unknown":
                 raise APIFailure(404, "not_found_error", f"Not found: {method} {path}")
+            if raw is None:  # like the API's front (Cloudflare): refused before anything else looks at it
+                raise APIFailure(413, "request_too_large", "Request exceeds the maximum allowed number of bytes "
+                                 f"({self.batches.max_bytes:,} for a message batch)")
             self._authenticate(handler)
             body = self._parse(raw) if method == "POST" and endpoint != "batches.cancel" else {}
             if endpoint in ("messages", "chat.completions", "completion") and self.record_requests:
@@ -272,6 +286,10 @@ class MessagesServer:
                     return None
             base = f"http://{handler.headers.get('Host') or self.base_url.removeprefix('http://')}"
             status, payload, content_type = self._dispatch(endpoint, batch_id, body, query, base)
+            if endpoint == "batches.create":
+                with self._lock:
+                    self._stats.batch_bytes.append(len(raw))
+                    self._stats.batch_requests.append(len(body["requests"]))
             if fault == "malformed":
                 payload = payload[: max(1, len(payload) // 2)]
             headers["Content-Type"] = content_type
@@ -372,8 +390,12 @@ class MessagesServer:
         message["usage"].update(input_tokens=cache.input_tokens,
                                 cache_creation_input_tokens=cache.cache_creation_input_tokens,
                                 cache_read_input_tokens=cache.cache_read_input_tokens)
+        if cache.cache_creation_input_tokens:
+            message["usage"]["cache_creation"] = {f"ephemeral_{ttl}_input_tokens": cache.cache_creation_input_tokens
+                                                  if ttl == cache.ttl else 0 for ttl in ("5m", "1h")}
         with self._lock:
             self._stats.prompt_cache_writes += bool(cache.cache_creation_input_tokens)
+            self._stats.prompt_cache_writes_1h += bool(cache.cache_creation_input_tokens) and cache.ttl == "1h"
             self._stats.prompt_cache_reads += bool(cache.cache_read_input_tokens)
             self._stats.cache_creation_input_tokens += cache.cache_creation_input_tokens
             self._stats.cache_read_input_tokens += cache.cache_read_input_tokens

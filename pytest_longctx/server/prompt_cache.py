@@ -2,7 +2,8 @@
 
 Like the API: the prompt up to the last block marked ``cache_control`` (model, system and message blocks,
 in order) is the cached prefix. Its first request writes it (``cache_creation_input_tokens``), later ones
-within the lifetime read it (``cache_read_input_tokens``) and refresh the lifetime; ``input_tokens`` is
+within the lifetime (5 minutes, or an hour when that block says ``"ttl": "1h"``) read it
+(``cache_read_input_tokens``) and refresh the lifetime; ``input_tokens`` is
 what comes after the breakpoint. A prefix under the minimum length is not cached (all of it is
 ``input_tokens``). An entry exists once its writing request is answered, so siblings sent while it is
 in flight miss too. One breakpoint (the last) per request is honoured. The clock is injectable and
@@ -19,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_longctx.backends.prompt_cache import LIFETIME_1H_S, TTL_1H, min_cacheable_tokens
 from pytest_longctx.backends.prompt_cache import LIFETIME_S as LIFETIME_S
-from pytest_longctx.backends.prompt_cache import min_cacheable_tokens
 
 from .responders import TokenCounter, content_texts
 
@@ -36,6 +37,8 @@ class Accounting:
     input_tokens: int
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    #: The breakpoint's lifetime: ``5m`` or ``1h``.
+    ttl: str = "5m"
 
 
 def _blocks(content: Any) -> list[Any]:
@@ -57,15 +60,18 @@ class PromptCache:
 
     Args:
         lifetime_s: Seconds an entry lives after its last write or read.
+        lifetime_1h_s: The same for a breakpoint with ``"ttl": "1h"``.
         min_tokens: Shortest cacheable prefix; None: the model's documented minimum.
         clock: Monotonic seconds (``time.monotonic``); :meth:`advance` adds to it.
     """
 
     def __init__(self, lifetime_s: float = LIFETIME_S, min_tokens: int | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if lifetime_s <= 0:
-            raise ValueError(f"the prompt cache's lifetime must be > 0 seconds, got {lifetime_s!r}")
+                 clock: Callable[[], float] = time.monotonic, lifetime_1h_s: float = LIFETIME_1H_S) -> None:
+        if lifetime_s <= 0 or lifetime_1h_s <= 0:
+            raise ValueError(f"the prompt cache's lifetimes must be > 0 seconds, got {lifetime_s!r} and "
+                             f"{lifetime_1h_s!r}")
         self.lifetime_s = lifetime_s
+        self.lifetime_1h_s = lifetime_1h_s
         self.min_tokens = min_tokens
         self._clock = clock
         self._offset = 0.0
@@ -104,10 +110,11 @@ class PromptCache:
         minimum = self.min_tokens if self.min_tokens is not None else default_min_tokens(str(body.get("model")))
         if tokens < minimum:
             return Accounting(total)
+        ttl = "1h" if (prefix[-1][1].get("cache_control") or {}).get("ttl") == TTL_1H else "5m"
         with self._lock:
             now = self.now()
             hit = self._expires.get(key, float("-inf")) > now
-            self._expires[key] = now + self.lifetime_s
+            self._expires[key] = now + (self.lifetime_1h_s if ttl == "1h" else self.lifetime_s)
         rest = max(0, total - tokens)
-        return Accounting(rest, cache_read_input_tokens=tokens) if hit else Accounting(
-            rest, cache_creation_input_tokens=tokens)
+        return Accounting(rest, cache_read_input_tokens=tokens, ttl=ttl) if hit else Accounting(
+            rest, cache_creation_input_tokens=tokens, ttl=ttl)

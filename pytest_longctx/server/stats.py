@@ -35,6 +35,11 @@ class ServerStats:
     prompt_cache_reads: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    #: Of the writes: those with the 1-hour lifetime (``cache_control.ttl: "1h"``).
+    prompt_cache_writes_1h: int = 0
+    #: Message batches created: bytes of each body and requests in each, in order.
+    batch_bytes: list[int] = field(default_factory=list)
+    batch_requests: list[int] = field(default_factory=list)
 
     def to_json(self, *, requests: bool = True) -> dict[str, Any]:
         """Plain JSON (``requests=False`` leaves the request bodies out)."""

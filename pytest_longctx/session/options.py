@@ -2,14 +2,21 @@
 
 Every option is ``--longctx-<noun>`` on the command line and ``longctx_<noun>`` in the ini file.
 Values are validated here, so a bad value is a one-line usage error at start-up.
+
+A switch (``OptionDef.bare``) works like pytest's own flags: ``--longctx-plan`` alone, anywhere on the command
+line, means ``--longctx-plan=true``; ``--longctx-plan=false`` and ``--longctx-plan false`` still work (the word
+after a bare switch is its value only when it is one of :data:`SWITCH_WORDS`, so ``pytest --longctx-plan evals``
+plans ``evals``); switches that are on by default also have a ``--no-longctx-<noun>`` form.
 """
 
 from __future__ import annotations
 
+import copy
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -21,16 +28,25 @@ from pytest_longctx.results.gating import Threshold, parse_alpha, parse_threshol
 
 DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off", "none")
+#: The words a bare switch takes as its value when they follow it (``--longctx-plan false``; ``auto`` for switches
+#: such as --longctx-docs-judge); any other word after it (a path) is not its value.
+SWITCH_WORDS = (*TRUE_WORDS, *FALSE_WORDS, "auto")
 
 
 @dataclass(frozen=True)
 class OptionDef:
-    """One option: its noun, default, help text, and whether it is a list."""
+    """One option: its noun, default, help text, whether it is a list, and whether it is a switch."""
 
     noun: str
     default: str | None
     help: str
     is_list: bool = False
+    #: A switch: the value of the bare flag (``--longctx-plan`` is ``--longctx-plan=true``); None: takes a value.
+    bare: str | None = None
+    #: The value of its ``--no-longctx-<noun>`` form (switches on by default); None: no such form.
+    negated: str | None = None
 
     @property
     def dest(self) -> str:
@@ -39,6 +55,10 @@ class OptionDef:
     @property
     def flag(self) -> str:
         return "--longctx-" + self.noun
+
+    @property
+    def negated_flag(self) -> str:
+        return "--no-longctx-" + self.noun
 
 
 OPTIONS: tuple[OptionDef, ...] = (
@@ -68,15 +88,15 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("data-dir", None, "folder holding corpora such as FR-<date>.xml; also $LONGCTX_DATA_DIR (default: none)"),
     OptionDef("judge", None, "judge model spec for LLM-as-judge scoring (default: the model under test)"),
     OptionDef("plan", "false", "dry run: build every request, send none, print requests, tokens and cost "
-              "(default: false)"),
+              "(default: false)", bare="true"),
     OptionDef("plan-out", None, "with --longctx-plan: also write every planned request to this JSONL file "
               "(default: none)"),
     OptionDef("prefetch", "auto", "send every request of the run up front with --longctx-max-concurrency in flight, "
               "so tests find their answers cached: auto (remote models with the cache on), on, off (default: auto)"),
     OptionDef("batch", "false", "send the run's requests through the Message Batches API (half price), wait, "
-              f"then score; resumable ({offering('batches')} only) (default: false)"),
+              f"then score; resumable ({offering('batches')} only) (default: false)", bare="true"),
     OptionDef("exact-tokens", "false", "size contexts with the provider's token-counting endpoint instead of "
-              f"tiktoken ({offering('token_counting')} only; counts are cached) (default: false)"),
+              f"tiktoken ({offering('token_counting')} only; counts are cached) (default: false)", bare="true"),
     OptionDef("protocol", "longctx", "experiment protocol: source (each experiment as its published source ran "
               "it: prompts, examples, budgets) or longctx (this suite's improved protocol) (default: longctx)"),
     OptionDef("prompt-cache", "auto", "mark the prompt prefix that sibling requests share (e.g. the 8 prompt "
@@ -84,7 +104,7 @@ OPTIONS: tuple[OptionDef, ...] = (
               "0.1x: on, off, or auto (on for providers with prompt caching: anthropic/*) (default: auto)"),
     OptionDef("gc-freeze", "true", "keep what a process holds after start-up and collection out of Python's full "
               "garbage collections until the run ends (gc.freeze; about a tenth of an LRT sweep's CPU time on 2 cores) "
-              "(default: true)"),
+              "(default: true)", bare="true", negated="false"),
 )
 
 
@@ -150,16 +170,78 @@ class Settings:
         }
 
 
+GROUP = "longctx"
+
+
 def add_options(parser: pytest.Parser, options: tuple[OptionDef, ...] = OPTIONS) -> None:
-    """Register ``options`` (default: the core's) in the ``longctx`` option group, with their ini twins."""
-    group = parser.getgroup("longctx", "pytest-longctx: long-context LLM evaluation")
+    """Register ``options`` (default: the core's) in the ``longctx`` option group, with their ini twins.
+
+    A switch takes an optional value (``nargs="?"``, ``const`` its bare value); :func:`settle_switches` makes
+    sure the word after a bare one is taken as its value only when it is one of :data:`SWITCH_WORDS`.
+    """
+    group = parser.getgroup(GROUP, "pytest-longctx: long-context LLM evaluation")
     for opt in options:
-        action = "append" if opt.is_list else "store"
-        group.addoption(opt.flag, action=action, dest=opt.dest, default=None,
-                        metavar=opt.noun.upper().replace("-", "_"),
-                        help=opt.help.replace("%(default)s", str(opt.default)))
-        parser.addini(opt.dest, help=opt.help.replace("%(default)s", str(opt.default)),
-                      type="linelist" if opt.is_list else "string", default=[] if opt.is_list else None)
+        text = opt.help.replace("%(default)s", str(opt.default))
+        metavar = opt.noun.upper().replace("-", "_")
+        if opt.bare is not None:
+            group.addoption(opt.flag, action="store", nargs="?", const=opt.bare, dest=opt.dest, default=None,
+                            metavar=metavar, help=text)
+            if opt.negated is not None:
+                group.addoption(opt.negated_flag, action="store_const", const=opt.negated, dest=opt.dest,
+                                default=None, help=f"the same as {opt.flag}={opt.negated}")
+        else:
+            group.addoption(opt.flag, action="append" if opt.is_list else "store", dest=opt.dest, default=None,
+                            metavar=metavar, help=text)
+        ini_type: Literal["linelist", "string"] = "linelist" if opt.is_list else "string"
+        parser.addini(opt.dest, help=text, type=ini_type, default=[] if opt.is_list else None)
+
+
+def switches(parser: pytest.Parser) -> dict[str, tuple[str, str]]:
+    """The switches registered in the ``longctx`` group (the core's and every experiment's): flag -> (dest,
+    bare value)."""
+    found = {}
+    for option in parser.getgroup(GROUP).options:
+        attrs = option.attrs()
+        if attrs.get("nargs") == "?" and isinstance(attrs.get("const"), str):
+            found.update({name: (str(attrs["dest"]), str(attrs["const"])) for name in option.names()})
+    return found
+
+
+def normalize_switches(args: Sequence[str], bare: Mapping[str, str]) -> list[str]:
+    """``args`` with every bare switch given its value explicitly: ``--longctx-plan evals`` becomes
+    ``--longctx-plan=true evals``, ``--longctx-plan false`` becomes ``--longctx-plan=false`` (``bare``: flag ->
+    the value of the bare flag). Nothing after ``--`` is touched."""
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == "--":
+            out.extend(args[i:])
+            break
+        if arg in bare:
+            follows = args[i + 1] if i + 1 < len(args) else None
+            taken = follows is not None and follows.strip().lower() in SWITCH_WORDS
+            out.append(f"{arg}={follows if taken else bare[arg]}")
+            i += 2 if taken else 1
+            continue
+        out.append(arg)
+        i += 1
+    return out
+
+
+def settle_switches(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
+    """``pytest_load_initial_conftests``: rewrite ``args`` in place with :func:`normalize_switches`, before pytest
+    parses them for good; the early parse (already done, which took a path after a bare switch for its value) is
+    redone for the paths and the switches, so the initial conftests are looked up where the user pointed."""
+    found = switches(parser)
+    settled = normalize_switches(args, {flag: value for flag, (_, value) in found.items()})
+    if settled == list(args):
+        return
+    args[:] = settled
+    fresh = parser.parse_known_args(args, namespace=copy.copy(early_config.option))
+    known = early_config.known_args_namespace
+    for dest in {"file_or_dir", *(dest for dest, _ in found.values())}:
+        setattr(known, dest, getattr(fresh, dest))
 
 
 def raw_value(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
@@ -197,9 +279,9 @@ def _int_list(opt: OptionDef, value: str | None, low: int) -> tuple[int, ...]:
 
 def _bool(opt: OptionDef, value: str | None) -> bool:
     text = str(value).strip().lower()
-    if text in ("1", "true", "yes", "on"):
+    if text in TRUE_WORDS:
         return True
-    if text in ("0", "false", "no", "off", "none", ""):
+    if text in (*FALSE_WORDS, ""):
         return False
     raise UsageError(f"{opt.flag}: expected true or false, got {value!r}")
 
@@ -246,7 +328,7 @@ def resolve(config: pytest.Config) -> Settings:
     protocol = str(raw["protocol"])
     if protocol not in ("source", "longctx"):
         raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
-    prefetch = str(raw["prefetch"])
+    prefetch = str(raw["prefetch"]).strip().lower()
     if prefetch not in ("auto", "on", "off"):
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
     batch = _bool(by["batch"], raw["batch"])

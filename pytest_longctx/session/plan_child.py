@@ -13,10 +13,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.session.options import SWITCH_WORDS
+
 #: Options of the parent run that the child plan run must not inherit.
 _DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "--rsyncdir", "--max-worker-restart",
-                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan",
-                    "--longctx-plan-out", "--longctx-prefetch", "--longctx-batch", "--css")
+                    "--html", "--junitxml", "--junit-xml", "--longctx-report-dir", "--longctx-plan-out",
+                    "--longctx-prefetch", "--css")
+#: Switches it must not inherit: the word after a bare one is its value only when it is a switch word.
+_DROP_SWITCHES = ("--longctx-plan", "--longctx-batch")
 _DROP_FLAGS = ("--self-contained-html", "--looponfail", "-f", "--lf", "--ff")
 #: Plugins the child plan run disables itself, so the parent's ``-p NAME`` for them is dropped.
 _CHILD_DISABLES = ("xdist", "html")
@@ -39,6 +43,10 @@ def child_args(args: tuple[str, ...] | list[str]) -> list[str]:
             continue
         if name in _DROP_WITH_VALUE:
             skip = "=" not in arg
+            continue
+        if name in _DROP_SWITCHES:
+            follows = args[i + 1] if i + 1 < len(args) else ""
+            skip = "=" not in arg and follows.strip().lower() in SWITCH_WORDS
             continue
         if arg.startswith("-n") and (arg[2:].isdigit() or arg[2:] in ("auto", "logical")):
             continue

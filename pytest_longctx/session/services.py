@@ -107,9 +107,11 @@ def start_prefetch(config: pytest.Config) -> None:
         return
     if s.batch:
         from pytest_longctx.dispatch.batch import run_batches
+        from pytest_longctx.dispatch.batch_progress import StatusLine
 
         tw = config.get_terminal_writer()
-        state.batch = run_batches(s, cache, work, plan_file, log=tw.line)
+        tty = bool(getattr(config.pluginmanager.get_plugin("terminalreporter"), "isatty", False))
+        state.batch = run_batches(s, cache, work, plan_file, StatusLine(lambda text: tw.write(text, flush=True), tty))
         (work / "done").touch()
     else:
         assert dispatcher is not None

@@ -18,7 +18,8 @@ REVIEW = OptionDef("docs-review", "required", "which QA items of the docs folder
 SCORER = OptionDef("docs-scorer", "subspan", "primary scorer of the docs experiment: subspan, em, f1 or judge "
                    "(default: subspan)")
 JUDGE = OptionDef("docs-judge", "auto", "also grade every docs answer with the judge model: true, false, or auto "
-                  "(true unless the judge is a local CPU model, which cannot judge) (default: auto)")
+                  "(true unless the judge is a local CPU model, which cannot judge) (default: auto)", bare="true",
+                  negated="false")
 CONTEXT = OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the "
                     "model's window minus 512 for question and answer, at most 1024 for local models)")
 OPTIONS = (DOCS, REVIEW, SCORER, JUDGE, CONTEXT)

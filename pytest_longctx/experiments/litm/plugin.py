@@ -28,6 +28,8 @@ OPTIONS = (
                        "indices like 0,4,9 (default: paper)"),
     ("litm-baselines", "Lost in the middle: also run closed-book and oracle QA cells (default: true)"),
 )
+#: The switches among them: noun -> (value of the bare flag, value of its --no- form).
+SWITCHES = {"litm-baselines": ("true", "false")}
 OPTIONS_KEY = pytest.StashKey["LitmOptions"]()
 
 
@@ -41,7 +43,8 @@ def _definitions() -> tuple[Any, ...]:
     """:data:`OPTIONS` as the plugin's ``OptionDef`` (no default: the plan decides per window)."""
     from pytest_longctx import OptionDef
 
-    return tuple(OptionDef(noun, None, text) for noun, text in OPTIONS)
+    return tuple(OptionDef(noun, None, text, bare=SWITCHES.get(noun, (None, None))[0],
+                           negated=SWITCHES.get(noun, (None, None))[1]) for noun, text in OPTIONS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
