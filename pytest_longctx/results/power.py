@@ -80,15 +80,27 @@ def detectable_drop(design: Design, alpha: float, a: Assumptions, power: float =
 
 
 def samples_for(drop: float, design: Design, samples: int, alpha: float, a: Assumptions,
-                power: float = POWER) -> int | None:
-    """``--longctx-samples`` needed to detect ``drop`` (clusters grow with samples; None if the drop is impossible)."""
-    if design.trials == 0 or drop <= 0 or drop > a.accuracy:
+                power: float = POWER, most: int = 1_000_000) -> int | None:
+    """The smallest ``--longctx-samples`` that detects ``drop``, the design's trials and clusters growing with it
+    (None: the drop is impossible or needs more than ``most``)."""
+    if design.trials == 0 or drop <= 0 or drop > a.accuracy or samples < 1:
         return None
-    factor = 1.0
-    for _ in range(4):  # degrees of freedom follow the clusters
-        df = max(design.clusters * factor - 1, 1.0)
-        factor = _required_n(drop, design, alpha, power, a, df) / design.trials
-    return max(1, math.ceil(samples * factor))
+
+    def enough(s: int) -> bool:
+        scale = s / samples
+        df = max(design.clusters * scale - 1, 1.0)
+        return _required_n(drop, design, alpha, power, a, df) <= design.trials * scale
+
+    if not enough(most):
+        return None
+    low, high = 0, most  # enough(high) holds; enough only gets easier with more samples
+    while high - low > 1:
+        mid = (low + high) // 2
+        if enough(mid):
+            high = mid
+        else:
+            low = mid
+    return high
 
 
 def assumptions_from(record: Mapping[str, Any] | None, experiment: str, defaults: Assumptions = Assumptions(),

@@ -83,6 +83,20 @@ def _mine(rows: Rows) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") in EXPERIMENTS]
 
 
+#: Trials per cell for a remote model: enough distinct questions (rows) that the pooled gate sees a uniform
+#: 5-point drop at the plan's stated assumptions (docs/ci-gating.md, "What a run can detect").
+REMOTE_SAMPLES = 120
+
+
+def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
+    """120 questions (rows) a cell for a remote model, so a 5-point drop is visible; otherwise the core's default."""
+    from pytest_longctx import Defaults, settings
+
+    remote = settings(config).model.profile.runs == "remote"
+    why = "120 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
+    return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in ("litm-qa", "litm-kv")]
+
+
 def pytest_longctx_evidence() -> list[Any]:
     """Trial i asks one question (one key-value row) in every cell: the question (row) is the unit of evidence."""
     from pytest_longctx import Evidence, LengthAxis
