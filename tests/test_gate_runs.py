@@ -96,8 +96,9 @@ def test_qa_questions_that_share_their_fate_do_not_cry_wolf(pytester: pytest.Pyt
     code, first = run(pytester, "qa", "claude-qa", "first", *data)
     assert code == 0
     api(qa_spec(12, "claude-qa"))
+    first_record = str(pytester.path / "first" / "longctx.json")
     code, second = run(pytester, "qa", "claude-qa", "second", *data, "--longctx-cache-dir",
-                       str(pytester.path / "cache2"), "--longctx-compare", str(pytester.path / "first" / "longctx.json"),
+                       str(pytester.path / "cache2"), "--longctx-compare", first_record,
                        "--longctx-threshold", "experiment=qa:max-drop=0")
     check = second["gate"]["checks"][0]
     assert code == 0, check["words"]
