@@ -29,6 +29,8 @@ from pytest_longctx.results.stats import wilson
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]
 MAX_BARS = 40
+#: Palette index of the compared run's bars (slate grey).
+COMPARED_COLOR = 8
 
 
 def hashable(value: Any) -> Any:
@@ -49,16 +51,23 @@ def label_colors(cells: Cells, keys: Sequence[str]) -> dict[str, int]:
     return {label: i for i, label in enumerate(labels)}
 
 
-def pooled(cells: Cells, x_key: str, series_keys: Sequence[str]) -> dict[str, dict[Any, list[int]]]:
-    """``{series label: {x value: [correct, n]}}`` over cells that have ``x_key`` (other params pooled)."""
+def pooled(cells: Cells, x_key: str, series_keys: Sequence[str], *, compared: bool = False,
+           ) -> dict[str, dict[Any, list[int]]]:
+    """``{series label: {x value: [correct, n]}}`` over cells that have ``x_key`` (other params pooled);
+    ``compared``: the compared run's counts of the same cells (from each cell's ``compare``)."""
     out: dict[str, dict[Any, list[int]]] = {}
     for cell in cells:
         params = cell.get("params", {})
-        if x_key not in params:
+        cmp = cell.get("compare")
+        if x_key not in params or (compared and not cmp):
             continue
         acc = out.setdefault(series_label(params, series_keys), {}).setdefault(hashable(params[x_key]), [0, 0])
-        acc[0] += int(cell.get("correct", 0))
-        acc[1] += int(cell.get("n", 0))
+        if cmp is not None and compared:
+            acc[0] += round(float(cmp["baseline_accuracy"]) * int(cmp["baseline_n"]))
+            acc[1] += int(cmp["baseline_n"])
+        else:
+            acc[0] += int(cell.get("correct", 0))
+            acc[1] += int(cell.get("n", 0))
     return out
 
 
@@ -70,19 +79,27 @@ def accuracy_point(x: Any, correct: int, n: int) -> Point:
 
 def accuracy_lines(cells: Cells, x_key: str, series_keys: Sequence[str], title: str,
                    ref: tuple[float, str] | None = None) -> Figure | None:
-    """Accuracy against ``x_key``, one line per combination of ``series_keys``, with 95% bands."""
+    """Accuracy against ``x_key``, one line per combination of ``series_keys``, with 95% bands; when the run was
+    compared, the compared run's line beside each, dashed."""
     groups = pooled(cells, x_key, series_keys)
+    before = pooled(cells, x_key, series_keys, compared=True)
     colors = label_colors(cells, series_keys)
     series = []
     for label, xs in sorted(groups.items()):
         points = [accuracy_point(x, c, n) for x, (c, n) in xs.items() if n > 0]
         if points:
             series.append(Series(label, points, color=colors.get(label)))
+        old = [accuracy_point(x, c, n) for x, (c, n) in before.get(label, {}).items() if n > 0]
+        if old:
+            series.append(Series(f"{label} (compared run)" if label != "all" else "compared run", old, dashed=True,
+                                 color=colors.get(label)))
     if not series:
         return None
     keys = {k for c in cells if x_key in c.get("params", {}) for k in c["params"]}
     pooled_over = sorted(keys - {x_key, *series_keys})
     note = "Shaded: 95% Wilson interval." + (f" Pooled over {', '.join(pooled_over)}." if pooled_over else "")
+    if before:
+        note += " Dashed: the compared run."
     return Figure(title, line_chart(series, x_label=x_key, ref=ref),
                   [(s.label, color(s.color or 0), s.dashed) for s in series], note)
 
@@ -115,6 +132,7 @@ def cell_bars(cells: Cells, title: str, *, color_key: str | None = None, skip_la
         return None
     keys: list[str] = []
     bars = []
+    compared = any(c.get("compare") for c in shown)
     for cell in shown:
         group = str(cell.get(color_key, "")) if color_key else ""
         if group not in keys:
@@ -122,9 +140,16 @@ def cell_bars(cells: Cells, title: str, *, color_key: str | None = None, skip_la
         label = (f"{group}: " if group and len(keys) > 1 else "") + params_text(cell.get("params", {}), skip_label)
         bars.append(Bar(label, float(cell.get("accuracy", 0.0)), cell.get("ci_low"), cell.get("ci_high"),
                         keys.index(group), f"{float(cell.get('accuracy', 0)):.3f} (n={cell.get('n')})"))
+        cmp = cell.get("compare")
+        if compared and cmp:  # the compared run's bar right under this run's
+            n, acc = int(cmp["baseline_n"]), float(cmp["baseline_accuracy"])
+            low, high = wilson(round(acc * n), n)
+            bars.append(Bar(f"{label} (compared)", acc, low, high, COMPARED_COLOR, f"{acc:.3f} (n={n}), compared run"))
     more = len([c for c in cells if int(c.get("n", 0)) > 0]) - len(shown)
     note = "Whiskers: 95% Wilson interval." + (f" {more} more cells in the table." if more > 0 else "")
     legend = [(k, color(i), False) for i, k in enumerate(keys)] if len(keys) > 1 else []
+    if compared:
+        legend = [*(legend or [("this run", color(0), False)]), ("compared run", color(COMPARED_COLOR), False)]
     return Figure(title, bar_chart(bars, ref=ref), legend, note)
 
 
