@@ -24,6 +24,24 @@ def cell_key(experiment: str, params: Mapping[str, Any]) -> str:
     return experiment + json.dumps(dict(params), sort_keys=True, separators=(",", ":"))
 
 
+class CellKeys:
+    """:func:`cell_key`, remembered for params already seen in one pass over many trials (thousands of trials share
+    a few hundred cells; the canonical JSON is the costly part)."""
+
+    def __init__(self) -> None:
+        self._known: dict[tuple[Any, ...], str] = {}
+
+    def __call__(self, experiment: str, params: Mapping[str, Any]) -> str:
+        try:
+            frozen = (experiment, *sorted(params.items()))
+            key = self._known.get(frozen)
+        except TypeError:  # an unhashable value (a list): no memo
+            return cell_key(experiment, params)
+        if key is None:
+            key = self._known[frozen] = cell_key(experiment, params)
+        return key
+
+
 def trial_key(record: Mapping[str, Any]) -> str:
     """Identity of one trial across runs: its cell and sample index."""
     return cell_key(record["experiment"], record["params"]) + f"#{record['sample']}"
@@ -55,8 +73,9 @@ class Aggregator:
     def cells(self) -> list[dict[str, Any]]:
         """Per-cell counts, accuracy over scored trials, and the 95% Wilson interval."""
         grouped: dict[str, dict[str, Any]] = {}
+        keys = CellKeys()
         for rec in self.trials:
-            key = cell_key(rec["experiment"], rec["params"])
+            key = keys(rec["experiment"], rec["params"])
             cell = grouped.setdefault(key, {
                 "key": key, "experiment": rec["experiment"], "params": rec["params"],
                 "correct": 0, "incorrect": 0, "errors": 0,

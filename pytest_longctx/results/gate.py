@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.results.aggregate import cell_key
+from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD, effective_length
@@ -52,9 +52,10 @@ class GateInputs:
         """The scored trials of ``cells`` (trials grouped by cell once, on first use)."""
         if self._by_cell is None:
             self._by_cell = {}
+            keys = CellKeys()
             for t in self.trials:
                 if t["outcome"] != "error":
-                    self._by_cell.setdefault(cell_key(t["experiment"], t["params"]), []).append(t)
+                    self._by_cell.setdefault(keys(t["experiment"], t["params"]), []).append(t)
         return [t for c in cells for t in self._by_cell.get(c["key"], [])]
 
     def unit(self, cells: Sequence[Mapping[str, Any]]) -> str:

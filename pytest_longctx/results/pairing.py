@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.results.aggregate import cell_key
+from pytest_longctx.results.aggregate import CellKeys
 
 #: Reasons a trial did not pair (keys of ``Pairing.unpaired_here`` and ``unpaired_there``).
 ERROR_HERE = "errored in this run"
@@ -48,8 +48,9 @@ def _keys(trials: Sequence[Trial], by_item: bool) -> dict[tuple[str, str], Trial
     """Each trial under its pairing key: (cell, item#k) or (cell, sample)."""
     seen: Counter[tuple[str, str]] = Counter()
     out: dict[tuple[str, str], Trial] = {}
+    keys = CellKeys()
     for trial in sorted(trials, key=lambda t: (t["sample"], str(t.get("nodeid", "")))):
-        cell = cell_key(trial["experiment"], trial["params"])
+        cell = keys(trial["experiment"], trial["params"])
         item = trial.get("item")
         if not by_item or item is None:
             out[(cell, f"sample {trial['sample']}")] = trial
