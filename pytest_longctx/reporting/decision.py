@@ -54,12 +54,17 @@ def _length(found: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -
     return text + (f"; compared run: {_length_text(before)}" if before else "")
 
 
+def p_text(p: float) -> str:
+    """A p-value as people read it: three significant digits, and no '0' for one too small to print."""
+    return "p<0.0001" if p < 1e-4 else f"p={p:.3g}"
+
+
 def _versus(vs: Mapping[str, Any] | None, detectable: Mapping[str, Any] | None) -> list[str]:
     out = []
     if vs:
         out.append(f"vs compared run: {vs['diff']:+.3f} [{vs['low']:+.3f}, {vs['high']:+.3f}] over {vs['pairs']:,} "
                    f"paired trials ({vs['regressed']} right->wrong, {vs['improved']} wrong->right), "
-                   f"p={vs['p_value']:.3g}")
+                   f"{p_text(vs['p_value'])}")
     if detectable:
         drop = detectable.get("drop")
         said = (f"could detect a drop of {drop:.3f} with power {detectable['power']} ({detectable['alpha_text']}, "

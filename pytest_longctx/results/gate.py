@@ -112,14 +112,17 @@ def _check(threshold: Threshold, inputs: GateInputs) -> dict[str, Any]:
         return _error(out, f"threshold {quoted} matches no cell of this run ({describe_cells(inputs.cells)})")
     if threshold.relative and inputs.comparison is None:
         return _error(out, f"threshold {quoted} is relative to an earlier run: pass --longctx-compare PATH")
+    scored = inputs.scored(matched)  # every selector's pooled accuracy, and its paired difference when compared
+    pooled = pooled_accuracy([t["outcome"] == "correct" for t in scored], [str(t.get("cluster")) for t in scored])
+    out["pooled"] = pooled.to_json()
+    if inputs.comparison is not None:
+        out["vs"] = inputs.comparison.diff(cell_in({c["key"] for c in matched})).to_json()
     if threshold.each:
         return _each(threshold, matched, inputs, out)
     if threshold.kind == "min-effective-length":
         return _effective(threshold, matched, inputs, out)
     unit = inputs.unit(matched)
     if threshold.kind == "min":
-        pooled = pooled_accuracy([t["outcome"] == "correct" for t in inputs.scored(matched)],
-                                 [str(t.get("cluster")) for t in inputs.scored(matched)])
         return _judge_min(threshold, pooled, unit, inputs, out, f"{len(matched)} cell{'s' * (len(matched) != 1)}")
     assert inputs.comparison is not None
     diff = inputs.comparison.diff(cell_in({c["key"] for c in matched}))
