@@ -57,8 +57,8 @@ DESIGNS: dict[str, tuple[Block, ...]] = {
     "lrt": (Block(20, 20, shared=False),),          # 4 sizes x 5 shuffles, 20 files each, every file its own
     "qa": (Block(116, 20),),                        # 96 position x variant cells + 20 depth cells, 20 questions
     "docs": (Block(15, 20),),                       # 5 depths + 5 sizes x 2 arms, 20 QA items
-    "litm-qa": (Block(17, 120),),                   # 10/20/30 documents x gold positions + 2 baselines, 120 questions
-    "litm-kv": (Block(4, 120), Block(5, 120)),      # 75 keys x 4 positions, 140 keys x 5 (their own rows)
+    "litm-qa": (Block(17, 180),),                   # 10/20/30 documents x gold positions + 2 baselines, 180 questions
+    "litm-kv": (Block(4, 180), Block(5, 180)),      # 75 keys x 4 positions, 140 keys x 5 (their own rows)
 }
 
 

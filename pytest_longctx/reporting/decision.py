@@ -144,3 +144,30 @@ def decision_html(record: Mapping[str, Any]) -> str:
     pairing = pairing_line(record)
     note = f'<p class="muted">{esc(pairing)}</p>' if pairing else ""
     return f'<section id="decision"><h2>What this run shows</h2>{"".join(cards)}{note}</section>'
+
+
+def power_lines(power: Mapping[str, Any]) -> list[str]:
+    """A plan's power statements: what each experiment (and each drop threshold) would detect, and what a drop
+    asked with --longctx-detect would need."""
+    lines = [f"power: the smallest uniform drop detected with power {power['power']} at one-sided "
+             f"{power['alpha_text']} (the gate's worst case: Holm's first step)"]
+
+    def said(name: str, entry: Mapping[str, Any]) -> str:
+        drop = entry["drop"]
+        text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items: "
+                + (f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)"))
+        found = entry.get("detect")
+        if found:
+            if found["samples"] is None:
+                text += f"; a drop of {found['drop']} is out of reach"
+            else:
+                cost = f" (~${found['cost_usd']:,.2f} at list prices, uncached)" if "cost_usd" in found else ""
+                text += (f"; a drop of {found['drop']} needs --longctx-samples {found['samples']:,} "
+                         f"(now {entry['samples']:,}){cost}, if it has that many distinct items")
+        return text
+
+    for name, entry in power["experiments"].items():
+        lines.append("  " + said(name, entry) + f" [assuming {entry['assumptions']['source']}]")
+    for entry in power["thresholds"]:
+        lines.append("  " + said(f"threshold {entry['threshold']}", entry))
+    return lines

@@ -28,6 +28,11 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
         tr.write_sep("=", "longctx plan (dry run: nothing was sent)")
         for line in format_plan(record["plan"]):
             tr.write_line(line)
+        if record["plan"].get("power"):
+            from pytest_longctx.reporting.decision import power_lines
+
+            for line in power_lines(record["plan"]["power"]):
+                tr.write_line(line)
     cells = record["cells"]
     if not cells:
         _footer(tr, state)

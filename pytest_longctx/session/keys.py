@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_longctx.results.aggregate import Aggregator
+from pytest_longctx.results.power import PlanEvidence
 
 if TYPE_CHECKING:
     from pytest_longctx.backends.models import ModelSpec
@@ -55,6 +56,8 @@ class RunState:
 
     aggregator: Aggregator = field(default_factory=Aggregator)
     plan: list[dict[str, Any]] = field(default_factory=list)
+    #: --longctx-plan: what the planned trials would ask, per cell and item (for the plan's power statements)
+    plan_evidence: PlanEvidence = field(default_factory=PlanEvidence)
     started: float = field(default_factory=time.time)
     record: dict[str, Any] | None = None
     stop_reason: str | None = None

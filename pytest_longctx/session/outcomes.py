@@ -54,7 +54,9 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     if excinfo is not None and isinstance(excinfo.value, Planned):
         report.outcome = "skipped"
         report.longrepr = (str(item.path), item.location[1] or 0, "longctx plan: request recorded, not sent")
-        report.user_properties.append((PLAN_KEY, excinfo.value.entry))
+        identity = {"experiment": trial.experiment, "params": trial.params, "item": trial.item, "sample": trial.sample,
+                    "nodeid": trial.nodeid}  # what the trial asks: the plan's power statements count items
+        report.user_properties.append((PLAN_KEY, {**excinfo.value.entry, "trial": identity}))
         item.stash[EMITTED_KEY] = True
         return
     if excinfo is not None and excinfo.type is AssertionError and trial.completions:

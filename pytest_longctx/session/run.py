@@ -104,6 +104,7 @@ def _finish(session: pytest.Session) -> None:
         from pytest_longctx.dispatch.plan import summarize_plan
 
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", summarize_plan(state.plan, settings)))
+        _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
     if state.batch is not None:
         _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
     if state.dispatcher is not None:
@@ -145,6 +146,20 @@ def _guarded(state: Any, what: str, action: Any) -> None:
         action()
     except Exception as exc:  # see the docstring
         state.notes.append(f"could not compute {what}: {type(exc).__name__}: {exc}")
+
+
+def _plan_power(record: dict[str, Any], settings: Settings, state: Any, declared: dict[str, Evidence]) -> None:
+    """What the planned run could detect (and, with --longctx-detect, what a given drop would need)."""
+    from pytest_longctx.results.power import plan_power
+
+    model = settings.model.profile
+
+    def cost(input_tokens: int, output_tokens: int) -> float:
+        return (input_tokens * model.input_price + output_tokens * model.output_price) / 1e6
+
+    record["plan"]["power"] = plan_power(
+        state.plan_evidence, declared, settings.thresholds, settings.alpha, getattr(state, "baseline", None),
+        settings.detect, cost)
 
 
 def decide(record: dict[str, Any], settings: Settings, declared: dict[str, Evidence],

@@ -85,15 +85,15 @@ def _mine(rows: Rows) -> list[Mapping[str, Any]]:
 
 #: Trials per cell for a remote model: enough distinct questions (rows) that the pooled gate sees a uniform
 #: 5-point drop at the plan's stated assumptions (docs/ci-gating.md, "What a run can detect").
-REMOTE_SAMPLES = 120
+REMOTE_SAMPLES = 180
 
 
 def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    """120 questions (rows) a cell for a remote model, so a 5-point drop is visible; otherwise the core's default."""
+    """180 questions (rows) a cell for a remote model, so a 5-point drop is visible; otherwise the core's default."""
     from pytest_longctx import Defaults, settings
 
     remote = settings(config).model.profile.runs == "remote"
-    why = "120 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
+    why = "180 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
     return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in ("litm-qa", "litm-kv")]
 
 
