@@ -49,11 +49,6 @@ class Comparison:
                                  [b["outcome"] == "correct" for _, b in pairs],
                                  [str(a.get("cluster") or b.get("cluster")) for a, b in pairs])
 
-    @property
-    def legacy(self) -> bool:
-        """Whether the compared run is a schema-1 record (no clusters; paired by sample index)."""
-        return int(self.baseline.get("version", SCHEMA_VERSION)) < 2
-
 
 def compare(cells: list[dict[str, Any]], trials: Sequence[Mapping[str, Any]], baseline: Mapping[str, Any],
             settings: Mapping[str, Any] | None = None, alpha: float = 0.05) -> tuple[Comparison, dict[str, Any]]:

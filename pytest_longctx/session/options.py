@@ -24,6 +24,7 @@ from pytest_longctx.backends.models import ModelSpec, parse_model_spec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
+from pytest_longctx.results.effective import DEFAULT_THRESHOLD
 from pytest_longctx.results.gating import Threshold, parse_alpha, parse_threshold
 
 DEFAULT_MODEL = "local/smollm2-135m"
@@ -75,8 +76,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("alpha", "0.05", "the gate's false-alarm rate: its alarm checks together fail an unchanged model at "
               "most this often (one-sided tests, Holm across them); 'shown' checks use 1 - alpha bounds "
               "(default: 0.05)"),
-    OptionDef("effective-accuracy", "0.85", "accuracy a context length must reach to count toward the effective "
-              "context length (default: 0.85, RULER's bar)"),
+    OptionDef("effective-accuracy", str(DEFAULT_THRESHOLD), "accuracy a context length must reach to count toward "
+              f"the effective context length (default: {DEFAULT_THRESHOLD}, RULER's bar)"),
     OptionDef("detect", None, "with --longctx-plan: also print the samples and the cost needed to detect a drop "
               "of this size (e.g. 0.03) with power 0.8 (default: none)"),
     OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
