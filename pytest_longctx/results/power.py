@@ -5,9 +5,9 @@ The gate's paired test of a drop D over N paired trials in G clusters (items) ha
 a drop adds D more discordant pairs, and the design effect ``deff = 1 + (m - 1) * icc`` counts how much trials
 of one item repeat each other (``m``: trials per item as a trial sees it, ``sum n_g^2 / N``). The test divides
 the observed drop by its estimated standard error (a Wald test), so the drop detected with probability
-``power`` at one-sided level ``alpha`` solves ``D = (t(1 - alpha) + t(power)) * sqrt(deff * (delta0 + D - D^2) / N)``
-with G - 1 degrees of freedom (Miller 2024, section 5; the same model the seeded simulation in ``benchmarks/sim_gate.py``
-draws from, which checks it).
+``power`` at one-sided level ``alpha`` solves
+``D = (t(1 - alpha) + t(power)) * sqrt(deff * (delta0 + D - D^2) / N)`` with G - 1 degrees of freedom
+(Miller 2024, section 5; the model the seeded simulation in ``benchmarks/sim_gate.py`` draws from, which checks it).
 """
 
 from __future__ import annotations
