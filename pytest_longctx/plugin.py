@@ -138,6 +138,11 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
             message = str(excinfo.value).split("\n")[0][:1000]
             report.longrepr = f"UsageError: {message}"
             report.longctx_usage_error = message  # type: ignore[attr-defined]
+    elif report.skipped and excinfo is not None:
+        from pytest_longctx.corpus.missing import DataMissing
+
+        if isinstance(excinfo.value, DataMissing):  # an experiment without its data: one line in the summary
+            report.longctx_data_missing = excinfo.value.to_json()  # type: ignore[attr-defined]
     return report
 
 
@@ -271,10 +276,16 @@ class _Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """Before the terminal lists it as a collection error: bad input stops the session (pytest prints it once)."""
+        """Before the terminal lists it as a collection error: bad input stops the session (pytest prints it once).
+        An experiment skipped for want of its data is noted once (every xdist worker reports it)."""
         message = getattr(report, "longctx_usage_error", None)
         if message is not None:
             self._usage_error(str(message))
+        missing = getattr(report, "longctx_data_missing", None)
+        if isinstance(missing, dict):
+            from pytest_longctx.corpus.missing import merge_missing
+
+            merge_missing(self.config.stash[RUN_KEY].missing_data, missing)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""

@@ -106,6 +106,8 @@ def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
                     f'could not take it ({esc(fb.get("reason"))})</div>')
     if record.get("plan") is not None:
         banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
+    for entry in record.get("missing_data") or []:
+        banners += f'<div class="banner">{esc(entry.get("line"))}</div>'
     return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
             f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
             f'<p class="muted">{esc(len(cells))} condition cells over {esc(len(sections))} report sections</p>'

@@ -84,7 +84,10 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
 
 
 def _footer(tr: pytest.TerminalReporter, state: Any) -> None:
-    """Notes, why the run stopped, and where its reports went (also when there is no table to show)."""
+    """Experiments not run for want of data, notes, why the run stopped, and where its reports went (also when
+    there is no table to show)."""
+    for entry in state.missing_data:
+        tr.write_line(f"longctx: {entry['line']}", yellow=True)
     for note in state.notes:
         tr.write_line(f"longctx: {note}")
     if state.stop_reason:

@@ -74,6 +74,8 @@ class RunState:
     #: The compared run's record (--longctx-compare), read and validated at start-up.
     baseline: dict[str, Any] | None = None
     last_progress: float = 0.0
+    #: Experiments skipped because their data is not here (``DataMissing.to_json``, merged by ``merge_missing``).
+    missing_data: list[dict[str, Any]] = field(default_factory=list)
 
 
 SETTINGS_KEY = pytest.StashKey["Settings"]()

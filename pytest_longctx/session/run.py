@@ -60,6 +60,8 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int) 
         "trials": trials,
         "usage": agg.usage(),
         "stopped": state.stop_reason,
+        #: experiments not run because their data is not here, each with its one line (what to fetch)
+        "missing_data": list(state.missing_data),
     }
 
 
