@@ -119,7 +119,7 @@ def fetch(spec: CorpusFile, folder: Path, out: TextIO) -> str:
     return f"got   {spec.where}: {path} ({path.stat().st_size:,} bytes, {checked})"
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="longctx-data", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     names = ", ".join(corpus_sets()) or "none installed"
@@ -129,7 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("names", nargs="*", metavar="NAME[:ARG]", help=f"corpus sets (default: all: {names})")
         p.add_argument("--dir", type=Path, default=None,
                        help=f"folder of corpora to fill (default: ${DATA_DIR_ENV}, else .longctx-cache/corpora)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     folder = args.dir or default_dir()
     try:
         specs = [spec for name in (args.names or list(corpus_sets())) for spec in files_of(name)]

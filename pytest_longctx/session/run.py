@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx import __version__
+from pytest_longctx.backends import model_note
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.compare import baselines_by_key, compare
 from pytest_longctx.results.gating import evaluate, gate_error
@@ -54,6 +55,7 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int) 
             "duration_s": round(finished - state.started, 2),
             "workers": workers,
             "tokenizers": tokenizers,
+            "model_note": model_note(settings.model),
         },
         "fixtures": dict(sorted(fixtures.items())),
         "cells": cells,
@@ -102,6 +104,7 @@ def _finish(session: pytest.Session) -> None:
         record["settings"].update(extra)
     record["tables"] = flat(call_each(session.config, "pytest_longctx_tables", state.notes,
                                       cells=record["cells"], trials=record["trials"]))
+    record["chance"] = _chance(session.config, record, settings, state)
     state.summary_lines = [str(line) for line in flat(call_each(session.config, "pytest_longctx_summary_lines",
                                                                 state.notes, record=record))]
     record["notes"] = list(state.notes)
@@ -117,6 +120,22 @@ def _finish(session: pytest.Session) -> None:
                            config=session.config, record=record):
         state.written.extend(lines)
     _write(session.config, record, settings, state)
+
+
+def _chance(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> dict[str, Any]:
+    """The experiments' guessing rates and every experiment indistinguishable from them (or 0), with the command
+    that runs the same study on the reference model when this one is not a remote model."""
+    from pytest_longctx.backends import REFERENCE_MODEL, provider_of
+    from pytest_longctx.reporting.chance import chance_report
+    from pytest_longctx.session.contrib import call_each
+
+    levels: dict[str, float] = {}
+    for found in call_each(config, "pytest_longctx_chance", state.notes, cells=record["cells"],
+                           trials=record["trials"]):
+        levels.update({str(k): float(v) for k, v in dict(found).items()})
+    hint = None if provider_of(settings.model).remote else REFERENCE_MODEL
+    return chance_report(record["cells"], record["trials"], levels, model=settings.model.spec, hint_model=hint,
+                         rootdir=settings.rootdir)
 
 
 def _guarded(state: Any, what: str, action: Any) -> None:

@@ -56,6 +56,13 @@ def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") in names]
 
 
+def pytest_longctx_chance(cells: Cells, trials: Cells) -> dict[str, float]:
+    """Four options: a guess is right 1 time in 4. Not the wrong-section control, which is meant to sit there."""
+    from pytest_longctx.experiments.qa.report import CHANCE
+
+    return {name: CHANCE for name in ("qa", "qa-baseline") if _only(cells, [name])}
+
+
 def pytest_longctx_tables(cells: Cells, trials: Cells) -> list[dict[str, Any]]:
     """The study's accuracy table and the size table (qa cells only)."""
     mine = _only(cells, (EXPERIMENT,))
