@@ -59,6 +59,7 @@ class Display:
         self.finished = 0  # longctx items whose outcome was reported (their call, or a setup that did not pass)
         self.outcomes: dict[str, int] = {}
         self.open = False  # a redrawn line without its newline yet
+        self.shown = 0  # ``finished`` when the progress line was last shown
 
     @property
     def tr(self) -> Any:
@@ -89,15 +90,15 @@ class Display:
             return
         self.last = now
         self._show(tr, self.line(state, settings, total, now))
+        self.shown = self.finished
 
     def close(self, state: Any, settings: Settings, total: int) -> None:
         """The trials are over: the last progress line stays, ended by its newline."""
         tr = self.tr
         if tr is None or not self.finished:
             return
-        if not self.open and self.finished == total and time.monotonic() - self.last < 1:
-            return  # the line just printed already says so
-        self._show(tr, self.line(state, settings, total, time.monotonic()))
+        if self.shown != self.finished:  # else the last line shown already says it
+            self._show(tr, self.line(state, settings, total, time.monotonic()))
         self._close_line(tr)
 
     def line(self, state: Any, settings: Settings, total: int, now: float) -> str:
