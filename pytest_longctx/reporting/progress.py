@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings
 
 #: Seconds between progress lines in a log (not a terminal), and between redraws on a terminal.
-LOG_EVERY_S = 15.0
+LOG_EVERY_S = 30.0
 REDRAW_EVERY_S = 0.5
 
 
@@ -111,7 +111,8 @@ class Display:
             parts[0] += f" ({counts})"
         if not plan:
             usage = state.aggregator.usage()
-            parts.append(f"{usage['calls']:,} requests sent, {usage['cache_hits']:,} answered from cache")
+            sent = f"{usage['calls']:,} request{'' if usage['calls'] == 1 else 's'} sent"
+            parts.append(f"{sent}, {usage['cache_hits']:,} answered from cache")
             spend = estimated_spend(usage, settings)
             if spend:
                 parts.append(f"~${spend:,.2f} spent")
