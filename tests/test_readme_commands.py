@@ -70,8 +70,10 @@ def run(command: Command, standin: MessagesServer, tmp: Path) -> tuple[int, str,
                          ids=lambda c: c.text[:80])
 def test_the_readme_command_runs(command: Command, standin: MessagesServer, tmp_path: Path) -> None:
     rc, out, path = run(command, standin, tmp_path)
-    assert rc == 0 and "INTERNALERROR" not in out and "Traceback" not in out, out[-4000:]
+    assert "INTERNALERROR" not in out and "Traceback" not in out and path.is_file(), out[-4000:]
     record = json.loads(path.read_text(encoding="utf-8"))
+    offline = any("qa" in e["experiments"] for e in record["missing_data"])
+    assert rc == 0 or (rc == 5 and command is SOURCE_PLAN and offline), out[-4000:]  # -k left nothing to run
     if "--longctx-plan" in command.args:
         assert record["plan"] and not record["trials"], out[-2000:]
     else:

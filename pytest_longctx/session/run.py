@@ -63,7 +63,7 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int) 
         "usage": agg.usage(),
         "stopped": state.stop_reason,
         #: experiments not run because their data is not here, each with its one line (what to fetch)
-        "missing_data": list(state.missing_data),
+        "missing_data": list(getattr(state, "missing_data", ())),
     }
 
 
