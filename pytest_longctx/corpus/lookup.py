@@ -14,7 +14,7 @@ corpora such as ``../shared/corpora``. Files in data dirs are the user's own and
 A downloaded file's sha256 is recorded beside it (``<file>.sha256``) and checked against the pinned
 one when there is one; a cached file whose bytes no longer match is re-downloaded, or reported
 when the download fails. Every failure is one :class:`CorpusNotFound` line saying what to do.
-Downloads (:func:`download`) resume a partial ``<file>.part`` and report progress to a callback.
+Downloads (:func:`download_file`) resume a partial ``<file>.part`` and report progress to a callback.
 """
 
 from __future__ import annotations
