@@ -10,7 +10,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
   :func:`whole_numbers`, :func:`true_or_false`.
 * In ``pytest_generate_tests`` / fixtures: :func:`settings` (the run's resolved options),
   :func:`set_cell_samples`, :func:`samples_for`, :class:`Defaults` (``pytest_longctx_defaults``),
-  :func:`find_corpus` / :class:`CorpusFile` (data files), :class:`UsageError`.
+  :func:`find_corpus` / :class:`CorpusFile` (data files), :func:`data_missing`
+  (skip an experiment whose data is not here, with one line saying how to get it), :class:`UsageError`.
 * For command-line tools (question generation): :func:`parse_model_spec`, :func:`build_backend`,
   :class:`ModelClient`, :class:`ResponseCache`, :func:`missing_key_message`, :func:`start_model_server`.
 * In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
@@ -53,6 +54,8 @@ _EXPORTS = {
     "CorpusFile": "pytest_longctx.corpus.lookup:CorpusFile",
     "CorpusNotFound": "pytest_longctx.corpus.lookup:CorpusNotFound",
     "find_corpus": "pytest_longctx.corpus.lookup:find_corpus",
+    "DataMissing": "pytest_longctx.corpus.missing:DataMissing",
+    "data_missing": "pytest_longctx.corpus.missing:data_missing",
     "Template": "pytest_longctx.templates:Template",
     "Section": "pytest_longctx.reporting.sections:Section",
     "Figure": "pytest_longctx.reporting.charts:Figure",
@@ -115,6 +118,8 @@ if TYPE_CHECKING:
     from pytest_longctx.corpus.lookup import (
         find_corpus as find_corpus,
     )
+    from pytest_longctx.corpus.missing import DataMissing as DataMissing
+    from pytest_longctx.corpus.missing import data_missing as data_missing
     from pytest_longctx.dispatch.client import ModelClient as ModelClient
     from pytest_longctx.errors import BackendError as BackendError
     from pytest_longctx.errors import UsageError as UsageError

@@ -76,6 +76,17 @@ def pytest_longctx_evidence() -> list[Evidence]:
     return []
 
 
+def pytest_longctx_chance(cells: Cells, trials: Trials) -> dict[str, float]:
+    """The success rate of guessing, per experiment of yours present in ``cells`` (``{"qa": 0.25}``).
+
+    Where a cell's (or an experiment's) 95% interval contains it, the terminal and the HTML report say that the
+    accuracy is indistinguishable from chance, next to the number. Leave out experiments whose answers have no
+    fixed guessing rate (free text: only "indistinguishable from 0" is said of them) and controls that are meant
+    to sit at chance.
+    """
+    return {}
+
+
 def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:
     """Extra lines for the terminal summary (each printed after ``longctx ``)."""
     return []

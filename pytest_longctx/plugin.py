@@ -55,6 +55,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS_KEY] = settings
+    _quiet_repeated_warnings(config, settings)
     from pytest_longctx.session.heap import freeze
 
     freeze(config)  # here, first: the thaw is then the run's last clean-up, after pytest's exit collections
@@ -79,7 +80,9 @@ def pytest_configure(config: pytest.Config) -> None:
                                       seed=settings.seed, exact_tokens=settings.exact_tokens,
                                       replay=settings.cache == "replay",
                                       cache_dir=str(settings.cache_dir))
-    config.stash[RUN_KEY] = RunState()
+    from pytest_longctx.reporting.progress import Display
+
+    config.stash[RUN_KEY] = RunState(display=Display(config))
     if _needs_model_process(config):
         _check_gate_inputs(config, settings)
         _check_cache_dir(settings)
@@ -102,6 +105,37 @@ def pytest_configure(config: pytest.Config) -> None:
         from pytest_longctx.reporting.pytest_html import HtmlColumns
 
         config.pluginmanager.register(HtmlColumns(), "longctx-html")
+
+
+def _quiet_repeated_warnings(config: pytest.Config, settings: Settings) -> None:
+    """The SDK's per-request deprecation warning (``repeated_warnings``) is silenced in every process, in tests
+    (an ini filter: pytest applies those inside each test) and outside them (the prefetch thread); the header
+    says it once instead (``model_note``)."""
+    import warnings
+
+    from pytest_longctx.backends import repeated_warnings
+
+    for spec in dict.fromkeys((settings.model, settings.judge)):
+        for message in repeated_warnings(spec):
+            config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
+            warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
+
+
+@pytest.hookimpl(tryfirst=True)  # pytest prints header lines in reverse call order: these come last
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """Which model runs, what it is, and what its SDK would otherwise repeat on every request."""
+    settings = config.stash.get(SETTINGS_KEY, None)
+    if settings is None or not _is_controller(config):
+        return []
+    from pytest_longctx.backends import model_note
+
+    lines = []
+    for role, spec in (("model", settings.model), ("judge", settings.judge)):
+        if role == "judge" and spec == settings.model:
+            continue
+        note = model_note(spec)
+        lines.append(f"longctx {role}: {spec.spec}" + (f": {note}" if note else ""))
+    return lines
 
 
 def _check_cache_dir(settings: Settings) -> None:
@@ -146,6 +180,11 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
             message = str(excinfo.value).split("\n")[0][:1000]
             report.longrepr = f"UsageError: {message}"
             report.longctx_usage_error = message  # type: ignore[attr-defined]
+    elif report.skipped and excinfo is not None:
+        from pytest_longctx.corpus.missing import DataMissing
+
+        if isinstance(excinfo.value, DataMissing):  # an experiment without its data: one line in the summary
+            report.longctx_data_missing = excinfo.value.to_json()  # type: ignore[attr-defined]
     return report
 
 
@@ -197,6 +236,12 @@ class _XdistHooks:
     def pytest_xdist_setupnodes(self, config: pytest.Config) -> None:
         # The controller does not collect under xdist, so it starts shared services before the workers.
         _start_services(config)
+        from pytest_longctx.backends import provider_of
+
+        if _needs_model_process(config) and not provider_of(config.stash[SETTINGS_KEY].model).in_process:
+            workers = config.stash[SHARED_KEY].workers
+            config.stash[RUN_KEY].display.say(f"{workers} workers start, collect the experiments and build their "
+                                              "conditions (files, contexts, question sets) ...")
 
     def pytest_configure_node(self, node: object) -> None:
         config: pytest.Config = node.config  # type: ignore[attr-defined]
@@ -249,20 +294,36 @@ def pytest_runtest_makereport(
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
-    from pytest_longctx.results.aggregate import records_of
-
-    if report.when not in ("call", "setup"):
+    """A longctx trial's category: ``incorrect`` (a wrong answer is data), ``error``, ``planned`` (plan mode),
+    ``usage error``, else pytest's own. Without ``-v`` it prints no letter: the progress line shows the run."""
+    if "longctx" not in report.keywords:
         return None
-    from pytest_longctx.session.outcomes import USAGE_KEY
+    status = _trial_status(report)
+    if config.get_verbosity() > 0:
+        return status
+    return status[0], "", ""
 
-    if any(name == USAGE_KEY for name, _ in report.user_properties):
+
+def _trial_status(report: pytest.TestReport) -> tuple[str, str, str]:
+    from pytest_longctx.results.aggregate import records_of
+    from pytest_longctx.session.outcomes import PLAN_KEY, USAGE_KEY
+
+    keys = {name for name, _ in report.user_properties}
+    if USAGE_KEY in keys:
         return "usage error", "U", "USAGE ERROR"  # its own category: shown once, by the stop line
-    for record in records_of(report.user_properties):
-        if record["outcome"] == "incorrect":
-            return "incorrect", "i", "INCORRECT"
-        if record["outcome"] == "error" and report.when == "call":
-            return "error", "E", "ERROR"
-    return None
+    if PLAN_KEY in keys:
+        return "planned", "p", "PLANNED"
+    if report.when == "call":
+        for record in records_of(report.user_properties):
+            if record["outcome"] == "incorrect":
+                return "incorrect", "i", "INCORRECT"
+            if record["outcome"] == "error":
+                return "error", "E", "ERROR"
+        return {"passed": ("passed", ".", "PASSED"), "skipped": ("skipped", "s", "SKIPPED")}.get(
+            report.outcome, ("failed", "F", "FAILED"))
+    if report.failed:
+        return "error", "E", "ERROR"
+    return ("skipped", "s", "SKIPPED") if report.skipped else ("", "", "")
 
 
 class _Controller:
@@ -284,10 +345,16 @@ class _Controller:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        """Before the terminal lists it as a collection error: bad input stops the session (pytest prints it once)."""
+        """Before the terminal lists it as a collection error: bad input stops the session (pytest prints it once).
+        An experiment skipped for want of its data is noted once (every xdist worker reports it)."""
         message = getattr(report, "longctx_usage_error", None)
         if message is not None:
             self._usage_error(str(message))
+        missing = getattr(report, "longctx_data_missing", None)
+        if isinstance(missing, dict):
+            from pytest_longctx.corpus.missing import merge_missing
+
+            merge_missing(self.config.stash[RUN_KEY].missing_data, missing)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """Runs for every report, including those xdist replays from workers."""
@@ -300,6 +367,7 @@ class _Controller:
             self._usage_error(usage_error)
         for record in records_of(report.user_properties):
             state.aggregator.add(record)
+            state.display.outcome(str(record["outcome"]))
             if record.get("fatal") and state.stop_reason is None:
                 from pytest_longctx.session.stopping import request_stop
 
@@ -314,24 +382,10 @@ class _Controller:
             if key == PLAN_KEY and isinstance(value, dict):
                 state.plan.append(value)
                 state.plan_evidence.add(value)
-        if report.when == "teardown":
-            self._progress(state)
-
-    def _progress(self, state: RunState) -> None:
-        """One progress line for the whole run (never one per worker), at most every 10 seconds."""
-        import time
-
-        now = time.time()
-        if now - state.last_progress < 10 or now - state.started < 10 or not state.aggregator.usage()["trials"]:
-            return
-        state.last_progress = now
-        from pytest_longctx.reporting.progress import progress_line
-
-        tr = self.config.pluginmanager.get_plugin("terminalreporter")
-        total = self.session.testscollected if self.session is not None else 0
-        if tr is not None:
-            tr.write("\n")  # xdist prints progress letters itself, so the reporter's own newline check misses them
-            tr.write_line(progress_line(state, self.config.stash[SETTINGS_KEY], total))
+        settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
+        if settled and "longctx" in report.keywords:  # one progress line for the whole run
+            total = self.session.testscollected if self.session is not None else 0
+            state.display.item_finished(state, self.config.stash[SETTINGS_KEY], total)
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -342,6 +396,8 @@ class _Controller:
         from pytest_longctx.session.stopping import settle
 
         self.finished = True
+        state = self.config.stash[RUN_KEY]
+        state.display.close(state, self.config.stash[SETTINGS_KEY], session.testscollected)
         settle(session)  # a stopped run: prefetch cancelled and joined, why in the record, exit 2
         if self.config.stash[RUN_KEY].usage_error is not None:
             return  # bad input, not a result: nothing written, the previous record and history stay as they were

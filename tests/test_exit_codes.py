@@ -1,4 +1,5 @@
-"""The README's exit-code table holds: every code it lists is produced by a real run, and no other code is listed.
+"""The exit-code table of docs/ci-gating.md holds: every code it lists is produced by a real run, and no other
+code is listed.
 
 One pytester run per code, with fake models (and, for the fatal-stop case, the SDK against the local
 Messages-API server). Usage errors and gate outcomes are covered row by row in test_bad_inputs_gate.py;
@@ -17,7 +18,7 @@ from pytest_longctx import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE
 from pytest_longctx.server import FaultPlan
 from tests.passkey_api import EVAL, MODEL
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+GATING_DOC = Path(__file__).resolve().parent.parent / "docs" / "ci-gating.md"
 
 ONE = '''
 import pytest
@@ -42,8 +43,8 @@ def pytest_runtest_logfinish(nodeid, location):
 
 
 def readme_codes() -> dict[int, str]:
-    """The README's exit-code table: {code: meaning}."""
-    lines = README.read_text(encoding="utf-8").split("\nExit codes", 1)[1].splitlines()
+    """The exit-code table of docs/ci-gating.md: {code: meaning}."""
+    lines = GATING_DOC.read_text(encoding="utf-8").split("\n## Exit codes", 1)[1].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| code |"))
     end = next((i for i in range(start, len(lines)) if not lines[i].startswith("|")), len(lines))
     rows = [re.match(r"\| (\d+) \| (.+) \|$", line) for line in lines[start:end]]

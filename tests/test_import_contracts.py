@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ PRIVATE = ("session", "dispatch", "backends", "results", "server", "plugin", "ut
 
 
 def test_import_linter_contracts_are_kept() -> None:
-    exe = shutil.which("lint-imports")
+    beside = Path(sys.executable).parent / "lint-imports"  # .venv/bin/pytest runs without the venv on PATH
+    exe = str(beside) if beside.is_file() else shutil.which("lint-imports")
     if exe is None:
         pytest.skip("lint-imports not installed (pip install -e '.[test]')")
     out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -130,14 +130,19 @@ def test_bad_options_are_usage_errors(longctx_runner: Any, args: tuple[str, ...]
     assert text in run.result.stderr.str() and "Traceback" not in run.result.stderr.str()
 
 
-def test_missing_corpus_is_one_line_at_collection(longctx_runner: Any, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_corpus_skips_each_experiment_with_one_line(longctx_runner: Any, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGCTX_LITM_URL", "file:///nonexistent-litm/{file}")
     monkeypatch.setenv("LONGCTX_DATA_DIR", str(tmp_path))  # else the repository's conftest.py points at ../shared
     run = longctx_runner.run(str(EVALS), "--longctx-data-dir", str(tmp_path), cache=True, subprocess=True)
     out = run.result.stdout.str() + run.result.stderr.str()
-    assert run.ret == 4, out
-    assert "Lost in the Middle qa_data/nq-open-oracle.jsonl.gz not found" in out and "Traceback" not in out
+    assert run.ret == 5, out  # nothing left to run: no tests collected
+    for line in ("litm-qa not run: lost_in_the_middle/qa_data/nq-open-oracle.jsonl.gz not found; get it with `",
+                 "litm-kv not run: lost_in_the_middle/kv_retrieval_data/kv-retrieval-75_keys.jsonl.gz, "
+                 "lost_in_the_middle/kv_retrieval_data/kv-retrieval-140_keys.jsonl.gz not found; get them with `"):
+        assert out.count(line) == 1, out
+    assert out.count("longctx-data fetch litm`") == 2, out
+    assert "Traceback" not in out and not (longctx_runner.pytester.path / "cache" / "corpora").exists()
 
 
 def test_help_lists_the_options(longctx_runner: Any) -> None:

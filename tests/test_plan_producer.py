@@ -69,7 +69,7 @@ def test_rates_set_the_producer_beside_what_the_lanes_need() -> None:
     assert rates == {"planned": 101, "plan_s": 2.0, "first_planned_after_s": 2.0, "plan_requests_per_s": 50.0,
                      "mean_latency_s": 2.0, "lanes_need_requests_per_s": 32.0}
     assert rate_note(rates) == ("prefetch: the plan produced 101 requests at 50.0/s (first after 2.0s); the lanes "
-                                "need C / latency = 32.0/s (mean latency 2.00s): ahead of")
-    assert rate_note({**rates, "lanes_need_requests_per_s": 64.0}).endswith(": behind")
+                                "need C / latency = 32.0/s (mean latency 2.00s): the plan keeps ahead of them")
+    assert rate_note({**rates, "lanes_need_requests_per_s": 64.0}).endswith(": the plan falls behind them")
     assert Progress(total=1, done=1, first_planned=1.0, last_planned=1.0, latency_s=1.0).rates(8) is None
     assert Progress(total=5, done=0, first_planned=1.0, last_planned=2.0).rates(8) is None  # nothing answered yet

@@ -294,7 +294,7 @@ def test_the_progress_line_and_the_spend_show_billed_input() -> None:
     from types import SimpleNamespace
 
     from pytest_longctx.backends.models import parse_model_spec
-    from pytest_longctx.reporting.progress import estimated_spend, progress_line, prompt_cache_text
+    from pytest_longctx.reporting.progress import Display, estimated_spend, prompt_cache_text
     from pytest_longctx.results.aggregate import Aggregator
 
     agg = Aggregator()
@@ -304,10 +304,10 @@ def test_the_progress_line_and_the_spend_show_billed_input() -> None:
                  "paid_output_tokens": 1, "cache_creation_input_tokens": written, "cache_read_input_tokens": read})
     usage = agg.usage()
     assert usage["billed_input_tokens"] == round(8 * 100 + 1.25 * 70_000 + 0.1 * 7 * 70_000)
-    settings = SimpleNamespace(model=parse_model_spec("anthropic/claude-sonnet-4-5"))
+    settings = SimpleNamespace(model=parse_model_spec("anthropic/claude-sonnet-4-5"), plan=False)
     assert estimated_spend(usage, settings) == pytest.approx((usage["billed_input_tokens"] * 3 + 8 * 15) / 1e6)  # type: ignore[arg-type]
     state = SimpleNamespace(aggregator=agg, dispatcher=None)
-    line = progress_line(state, settings, 8)  # type: ignore[arg-type]
-    assert line.endswith("; prompt cache: 70,000 input tokens written, 490,000 read; billed input 137,300 of "
-                         "560,800 uncached (0.245)")
+    line = Display(None).line(state, settings, 8, 0.0)  # type: ignore[arg-type]
+    assert "; prompt cache: 70,000 input tokens written, 490,000 read; billed input 137,300 of " \
+           "560,800 uncached (0.245)" in line
     assert prompt_cache_text({"paid_input_tokens": 5}) is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pytest_longctx.experiments.litm.plan import kv_cells, qa_cells
-from pytest_longctx.experiments.litm.plugin import data_path, litm_options, run_settings
+from pytest_longctx.experiments.litm.plugin import litm_options, require_data, run_settings
 
 
 def _qa_id(cell: tuple[int, int | None]) -> str:
@@ -18,11 +18,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     config = metafunc.config
     window = run_settings(config).context_window
     if "gold_position" in metafunc.fixturenames:
-        data_path(config, "qa")  # a missing corpus is a usage error at collection (one line, exit 4)
+        require_data(config, "litm-qa", ["qa"])  # else this module is skipped, with one line saying how to get it
         cells = qa_cells(litm_options(config), window)
         metafunc.parametrize(("documents", "gold_position"), cells, ids=[_qa_id(c) for c in cells])
     if "key_position" in metafunc.fixturenames:
         cells = kv_cells(litm_options(config), window)
-        for keys in sorted({n for n, _ in cells}):
-            data_path(config, f"kv-{keys}")
+        require_data(config, "litm-kv", [f"kv-{keys}" for keys in sorted({n for n, _ in cells})])
         metafunc.parametrize(("keys", "key_position"), cells, ids=[f"{n}keys-at{p}" for n, p in cells])

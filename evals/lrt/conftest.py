@@ -8,12 +8,8 @@ import warnings
 import pytest
 
 from pytest_longctx import settings
-from pytest_longctx.experiments.lrt.conditions import lrt_plan
+from pytest_longctx.experiments.lrt.conditions import LrtSizeWarning, lrt_plan
 from pytest_longctx.experiments.lrt.plugin import lrt_options
-
-
-class LrtSizeWarning(UserWarning):
-    """LRT sizes left out because their files would not fit the model's window."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

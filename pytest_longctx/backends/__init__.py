@@ -12,10 +12,11 @@ from typing import Any
 
 from pytest_longctx.backends.base import Backend, Completion, Message, Request, request_key
 from pytest_longctx.backends.models import ModelSpec
-from pytest_longctx.backends.registry import Provider, load, offering, provider_of
+from pytest_longctx.backends.registry import REFERENCE_MODEL, Provider, load, offering, provider_of
 
-__all__ = ["Backend", "Completion", "Message", "Provider", "Request", "build_backend", "missing_key_message",
-           "offering", "provider_of", "request_key", "start_model_server"]
+__all__ = ["REFERENCE_MODEL", "Backend", "Completion", "Message", "Provider", "Request", "build_backend",
+           "missing_key_message", "model_note", "offering", "provider_of", "repeated_warnings", "request_key",
+           "start_model_server"]
 
 
 def build_backend(spec: ModelSpec, *, context_window: int, **options: Any) -> Backend:
@@ -35,6 +36,18 @@ def missing_key_message(provider: str) -> str | None:
         return None
     message: str | None = load(check)()
     return message
+
+
+def model_note(spec: ModelSpec) -> str | None:
+    """One line about the model (its provider's ``model_note``: what it is, a deprecation), or None."""
+    note = provider_of(spec).model_note
+    return load(note)(spec.name) if note else None
+
+
+def repeated_warnings(spec: ModelSpec) -> list[str]:
+    """Messages (regular expressions) of the ``DeprecationWarning`` s the provider's SDK repeats per request."""
+    target = provider_of(spec).repeated_warnings
+    return list(load(target)(spec.name)) if target else []
 
 
 def start_model_server(spec: ModelSpec, cache_dir: Path, *, share_running: bool = True) -> tuple[str, Any]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,25 @@ def missing_key_message() -> str | None:
         return None
     return ("ANTHROPIC_API_KEY is not set: export your key to run anthropic/* models "
             "(or use --longctx-model local/smollm2-135m, which needs none)")
+
+
+def model_note(name: str) -> str | None:
+    """One line when the SDK lists ``name`` as deprecated (it would warn on every request): said once per run."""
+    try:
+        from anthropic import __version__
+        from anthropic._data import DEPRECATED_MODELS  # the list the SDK's own per-request warning reads
+    except ImportError:
+        return None
+    end = DEPRECATED_MODELS.get(name)
+    if end is None:
+        return None
+    return (f"deprecated: the anthropic SDK {__version__} says {name} reaches end-of-life on {end}; "
+            "docs/claude.md names the current models")
+
+
+def repeated_warnings(name: str) -> list[str]:
+    """The SDK's per-request deprecation warning for ``name`` (said once by :func:`model_note` instead)."""
+    return [re.escape(f"The model '{name}' is deprecated")]
 
 
 def build_params(model: str, request: Request, *, temperature: bool = True, cache: bool = True,

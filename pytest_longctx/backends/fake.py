@@ -19,7 +19,12 @@ from pytest_longctx.backends.base import Completion, Oracle, Request, request_ke
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import BackendError
 
-__all__ = ["FakeBackend", "Oracle"]
+__all__ = ["FakeBackend", "Oracle", "model_note"]
+
+
+def model_note(name: str) -> str:
+    """What ``fake/<name>`` is, for the run's header and report."""
+    return f"a built-in test double that answers from each trial's expected answer ({name}), not a language model"
 
 
 class FakeBackend:

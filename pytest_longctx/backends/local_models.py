@@ -72,6 +72,15 @@ KNOWN_MODELS: Mapping[str, LocalModel] = _table(
 )
 
 
+def model_note(name: str) -> str | None:
+    """What ``local/<name>`` is, for the run's header and report (None for a model not in the table)."""
+    model = KNOWN_MODELS.get(name)
+    if model is None:
+        return None
+    return (f"{model.notes} Weights from {model.package}=={model.version} ({model.license}), run by xllamacpp on "
+            "this machine's CPU.")
+
+
 def get_model(name: str, models: Mapping[str, LocalModel] = KNOWN_MODELS) -> LocalModel:
     """The table entry for ``name``, or a one-line :class:`UsageError` naming the known models."""
     try:

@@ -11,6 +11,8 @@ import importlib
 from dataclasses import dataclass
 from typing import Any
 
+#: The model the suite's recipes (README, docs/claude.md) and its hints name for a real measurement.
+REFERENCE_MODEL = "anthropic/claude-sonnet-5-5"
 #: Facts of the shared run state a backend may take as keyword arguments (see ``Shared.backend_options``).
 OPTION_FACTS = ("max_concurrency", "seed", "base_url", "exact_tokens", "cache_dir", "replay")
 
@@ -53,6 +55,12 @@ class Provider:
     #: ``module:function(name) -> cleanup``: run once on the controller before any other process starts
     #: (it may set environment variables every process then reads); raises ``FatalBackendError`` to stop the run.
     settle: str = ""
+    #: ``module:function(name) -> str | None``: one line about the model, said once in the run's header and
+    #: report (what it is; a deprecation its SDK knows of).
+    model_note: str = ""
+    #: ``module:function(name) -> list[str]``: regular expressions of the ``DeprecationWarning`` messages its SDK
+    #: repeats on every request; silenced, since ``model_note`` says it once.
+    repeated_warnings: str = ""
 
     @property
     def models(self) -> str:
@@ -61,15 +69,18 @@ class Provider:
 
 
 PROVIDERS: dict[str, Provider] = {p.name: p for p in (
-    Provider("fake", "pytest_longctx.backends.fake:FakeBackend", logprob_scoring=True, in_process=True),
+    Provider("fake", "pytest_longctx.backends.fake:FakeBackend", logprob_scoring=True, in_process=True,
+             model_note="pytest_longctx.backends.fake:model_note"),
     Provider("local", "pytest_longctx.backends.local:LocalBackend", own_tokenizer=True, logprob_scoring=True,
-             local_server=True, options=("max_concurrency", "seed", "base_url")),
+             local_server=True, options=("max_concurrency", "seed", "base_url"),
+             model_note="pytest_longctx.backends.local_models:model_note"),
     Provider("anthropic", "pytest_longctx.backends.anthropic:AnthropicBackend", label="Anthropic", remote=True,
              batches=True, batch_api="pytest_longctx.backends.anthropic_batch:AnthropicBatches",
              token_counting=True, prompt_cache=True,
              options=("max_concurrency", "seed", "exact_tokens", "cache_dir", "replay"),
              key_check="pytest_longctx.backends.anthropic:missing_key_message", key_env="ANTHROPIC_API_KEY",
-             sdk="anthropic"),
+             sdk="anthropic", model_note="pytest_longctx.backends.anthropic:model_note",
+             repeated_warnings="pytest_longctx.backends.anthropic:repeated_warnings"),
     Provider("openai", "pytest_longctx.backends.openai_compat:OpenAIBackend", label="OpenAI", remote=True,
              options=("max_concurrency", "seed"),
              key_check="pytest_longctx.backends.openai_compat:missing_key_message", key_env="OPENAI_API_KEY",

@@ -133,7 +133,8 @@ class Progress:
 
 def rate_note(rates: dict[str, float]) -> str:
     """One line for the terminal: the producer's rate against the lanes' need."""
-    verdict = "ahead of" if rates["plan_requests_per_s"] >= rates["lanes_need_requests_per_s"] else "behind"
+    verdict = ("the plan keeps ahead of them" if rates["plan_requests_per_s"] >= rates["lanes_need_requests_per_s"]
+               else "the plan falls behind them")
     return (f"prefetch: the plan produced {rates['planned']:,} requests at {rates['plan_requests_per_s']:,.1f}/s "
             f"(first after {rates['first_planned_after_s']:.1f}s); the lanes need C / latency = "
             f"{rates['lanes_need_requests_per_s']:,.1f}/s (mean latency {rates['mean_latency_s']:.2f}s): {verdict}")

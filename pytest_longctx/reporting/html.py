@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
+from pytest_longctx.reporting.chance import chance_lines
 from pytest_longctx.reporting.charts import esc, render_figure
 from pytest_longctx.reporting.decision import decision_html
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
@@ -107,8 +108,13 @@ def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
                     f'could not take it ({esc(fb.get("reason"))})</div>')
     if record.get("plan") is not None:
         banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
+    for entry in record.get("missing_data") or []:
+        banners += f'<div class="banner">{esc(entry.get("line"))}</div>'
+    for line in chance_lines(record.get("chance") or {}):
+        banners += f'<div class="banner warn">{esc(line)}</div>'
     return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
             f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
+            + (f'<p class="model-note">{esc(s["model_note"])}</p>' if s.get("model_note") else "") +
             f'<p class="muted">{esc(len(cells))} condition cells over {esc(len(sections))} report sections</p>'
             f'</div><div class="gate {esc(status)}"><div class="kicker">gate</div>'
             f'<div class="verdict">{esc(status.upper())}</div><div class="small">{esc(verdict_sub)}</div></div>'
@@ -126,11 +132,15 @@ def overview(record: Mapping[str, Any], sections: Sequence[Section]) -> str:
             pooled = ((record.get("experiments") or {}).get(exp) or {}).get("pooled")
             interval = (f"<br>95% CI {pooled['low']:.0%}–{pooled['high']:.0%} · {pooled['clusters']} independent"
                         if pooled else "")
+            at_chance = next((e for e in (record.get("chance") or {}).get("experiments") or []
+                              if e.get("experiment") == exp), None)
             fails = sum(1 for c in cells if any(ch.get("verdict") == "fail" for ch in c.get("checks", [])))
             fails += sum(1 for ch in (record.get("gate") or {}).get("checks") or []
                          if ch.get("verdict") == "fail" and ch.get("experiments") == [exp])
             drops = sum(1 for c in cells if (c.get("compare") or {}).get("significant_drop"))
-            flags = (f'<span class="badge fail">{fails} fail</span>' if fails else "") + (
+            flags = (f'<span class="badge warn">≈ {"chance" if at_chance["verdict"] == "chance" else "0"}</span>'
+                     if at_chance else "")
+            flags += (f'<span class="badge fail">{fails} fail</span>' if fails else "") + (
                 f'<span class="badge fail">{drops} drop</span>' if drops else "")
             cards.append(f'<a class="card stat" href="#{anchor(group)}"><span class="kicker">{esc(exp)}</span>'
                          f'<span class="value">{(k / n if n else 0):.0%}</span><span class="muted small">'
@@ -150,7 +160,8 @@ def group_section(record: Mapping[str, Any], section: Section) -> str:
         exp_cells = [c for c in cells if c.get("experiment") == exp]
         exp_trials = [t for t in trials if t.get("experiment") == exp]
         title = f"<h3>{esc(exp)}: condition cells</h3>" if group != exp else "<h3>Condition cells</h3>"
-        parts.append(title + cell_table(exp, exp_cells) + drilldown(exp, exp_trials))
+        chance = ((record.get("chance") or {}).get("levels") or {}).get(exp)
+        parts.append(title + cell_table(exp, exp_cells, chance) + drilldown(exp, exp_trials))
     return "".join(parts) + "</section>"
 
 

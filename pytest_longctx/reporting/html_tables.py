@@ -7,6 +7,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_longctx.reporting.chance import mark
 from pytest_longctx.reporting.charts import esc
 from pytest_longctx.results.gating import cell_verdict
 
@@ -89,15 +90,18 @@ def _compare_tds(cmp: Mapping[str, Any] | None, n: Any) -> list[str]:
             _td('<span class="badge fail">drop</span>' if sig else '<span class="muted">no</span>', int(sig))]
 
 
-def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]]) -> str:
-    """One row per condition cell: params, n, accuracy, interval, errors, verdicts, comparison."""
+def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: float | None = None) -> str:
+    """One row per condition cell: params, n, accuracy, interval (marked when it holds ``chance`` or 0), errors,
+    verdicts, comparison."""
     keys = param_keys(cells)
     compared = any("compare" in c for c in cells)
-    head = [*keys, "n", "correct", "accuracy", "95% CI", "errors", "thresholds"]
+    marks = [mark(c, chance) for c in cells]
+    head = [*keys, "n", "correct", "accuracy", "95% CI", *(["vs chance"] if any(marks) else []), "errors",
+            "thresholds"]
     if compared:
         head += ["baseline", "diff", "p (McNemar; Holm)", "sig. drop"]
     rows = []
-    for cell in cells:
+    for cell, shown in zip(cells, marks, strict=True):
         params = cell.get("params", {})
         acc = float(cell.get("accuracy", 0.0))
         verdict = cell_verdict(cell)
@@ -109,6 +113,7 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]]) -> str:
                 _td(esc(cell.get("correct", 0)), cell.get("correct", 0), "num"),
                 _td(accuracy_html(acc), f"{acc:.6f}", "num"),
                 _td(interval, cell.get("ci_low"), "num"),
+                *([_td(esc(shown), shown, "warn" if shown else "")] if any(marks) else []),
                 _td(esc(errors), errors, "num warn" if errors else "num"),
                 _td(checks_html(cell.get("checks", [])), verdict)]
         cmp = cell.get("compare")

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx.reporting.chance import LEGEND, chance_lines, mark
 from pytest_longctx.results.gating import cell_verdict
 
 if TYPE_CHECKING:
@@ -43,7 +44,9 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
 
     for style, line in terminal_lines(record):
         tr.write_line(line, **({style: True} if style else {}))
-    rows = [("experiment", "params", "n", "acc", "95% CI", "err", "cell checks / vs compared run")]
+    chance = record.get("chance") or {}
+    levels = chance.get("levels") or {}
+    rows = [("experiment", "params", "n", "acc", "95% CI", "", "err", "cell checks / vs compared run")]
     for cell in cells:
         cmp = cell.get("compare")
         verdict = cell_verdict(cell)
@@ -52,11 +55,14 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
             holm = f", Holm p={cmp['p_holm']:.2g}" if cmp.get("p_holm") is not None else ""
             verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f}{star}{holm})"
         rows.append((cell["experiment"], _params(cell["params"]), str(cell["n"]), f"{cell['accuracy']:.3f}",
-                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", str(cell["errors"]), verdict))
+                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", mark(cell, levels.get(cell["experiment"])),
+                     str(cell["errors"]), verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
-        tr.write_line("  ".join(col.ljust(w) if j < 2 else col.rjust(w) if j < 6 else col
+        tr.write_line("  ".join(col.ljust(w) if j < 2 or j == 5 else col.rjust(w) if j < 7 else col
                                 for j, (col, w) in enumerate(zip(row, widths, strict=True))).rstrip(), bold=i == 0)
+    if any(row[5] for row in rows[1:]):
+        tr.write_line(LEGEND)
     from pytest_longctx.reporting.tables import table_lines
 
     for table in record.get("tables") or []:
@@ -90,11 +96,16 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
                       f"significant drop (* : exact McNemar, Holm across each experiment's cells, alpha {c['alpha']})")
     for line in state.summary_lines:  # the experiments' pytest_longctx_summary_lines, gathered at the finish
         tr.write_line(f"longctx {line}")
+    for line in chance_lines(chance):
+        tr.write_line(f"longctx: {line}", yellow=True)
     _footer(tr, state)
 
 
 def _footer(tr: pytest.TerminalReporter, state: Any) -> None:
-    """Notes, why the run stopped, and where its reports went (also when there is no table to show)."""
+    """Experiments not run for want of data, notes, why the run stopped, and where its reports went (also when
+    there is no table to show)."""
+    for entry in state.missing_data:
+        tr.write_line(f"longctx: {entry['line']}", yellow=True)
     for note in state.notes:
         tr.write_line(f"longctx: {note}")
     if state.stop_reason:

@@ -76,7 +76,10 @@ class RunState:
     collected: int = 0
     #: The compared run's record (--longctx-compare), read and validated at start-up.
     baseline: dict[str, Any] | None = None
-    last_progress: float = 0.0
+    #: The run's terminal lines: start-up phases, then the progress line (``reporting.progress.Display``).
+    display: Any = None
+    #: Experiments skipped because their data is not here (``DataMissing.to_json``, merged by ``merge_missing``).
+    missing_data: list[dict[str, Any]] = field(default_factory=list)
 
 
 SETTINGS_KEY = pytest.StashKey["Settings"]()

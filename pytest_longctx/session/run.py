@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx import __version__
+from pytest_longctx.backends import model_note
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.compare import Comparison, compare
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
@@ -65,6 +66,7 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int,
             "duration_s": round(finished - state.started, 2),
             "workers": workers,
             "tokenizers": tokenizers,
+            "model_note": model_note(settings.model),
         },
         "fixtures": dict(sorted(fixtures.items())),
         "evidence": describe(declared, trials),
@@ -72,6 +74,8 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int,
         "trials": trials,
         "usage": agg.usage(),
         "stopped": state.stop_reason,
+        #: experiments not run because their data is not here, each with its one line (what to fetch)
+        "missing_data": list(getattr(state, "missing_data", ())),
     }
 
 
@@ -123,6 +127,7 @@ def _finish(session: pytest.Session) -> None:
         record["settings"].update(extra)
     record["tables"] = flat(call_each(session.config, "pytest_longctx_tables", state.notes,
                                       cells=record["cells"], trials=record["trials"]))
+    record["chance"] = _chance(session.config, record, settings, state)
     state.summary_lines = [str(line) for line in flat(call_each(session.config, "pytest_longctx_summary_lines",
                                                                 state.notes, record=record))]
     record["notes"] = list(state.notes)
@@ -138,6 +143,22 @@ def _finish(session: pytest.Session) -> None:
                            config=session.config, record=record):
         state.written.extend(lines)
     _write(session.config, record, settings, state)
+
+
+def _chance(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> dict[str, Any]:
+    """The experiments' guessing rates and every experiment indistinguishable from them (or 0), with the command
+    that runs the same study on the reference model when this one is not a remote model."""
+    from pytest_longctx.backends import REFERENCE_MODEL, provider_of
+    from pytest_longctx.reporting.chance import chance_report
+    from pytest_longctx.session.contrib import call_each
+
+    levels: dict[str, float] = {}
+    for found in call_each(config, "pytest_longctx_chance", state.notes, cells=record["cells"],
+                           trials=record["trials"]):
+        levels.update({str(k): float(v) for k, v in dict(found).items()})
+    hint = None if provider_of(settings.model).remote else REFERENCE_MODEL
+    return chance_report(record["cells"], record["trials"], levels, model=settings.model.spec, hint_model=hint,
+                         rootdir=settings.rootdir)
 
 
 def _guarded(state: Any, what: str, action: Any) -> None:

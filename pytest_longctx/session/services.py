@@ -27,9 +27,13 @@ def start_local_server(config: pytest.Config) -> None:
         return
     from pytest_longctx.backends import start_model_server
 
+    display = config.stash[RUN_KEY].display
+    started = time.monotonic()
+    display.say(f"starting the model server for {served[0].spec} (loading and checking its weights) ...")
     shared.local_url, server = start_model_server(served[0], settings.cache_dir)
     if server is not None:  # None: a server the user (or a test) already runs is shared, none started
         config.stash[RUN_KEY].server = server
+    display.say(f"model server ready at {shared.local_url} ({time.monotonic() - started:.1f} s)")
 
 
 def settle_tokenizer(config: pytest.Config) -> None:
@@ -87,6 +91,9 @@ def start_prefetch(config: pytest.Config) -> None:
         backend = build_backend(s.model, context_window=s.context_window, **options)
         dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
         state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
+    state.display.say("planning the run in a child process (every request built, none sent by it); "
+                      + ("then the uncached ones go out as Message Batches" if s.batch else
+                         f"the uncached ones go out as they are planned, {s.max_concurrency} in flight"))
     try:
         meanwhile = dispatcher.start_streaming if dispatcher else lambda: _preload_sdk(s.model)
         plan_file = run_plan(plan_args(config), Path(config.invocation_params.dir), work, meanwhile=meanwhile)

@@ -70,9 +70,17 @@ def corpus_file(name: str) -> CorpusFile:
                       sha256=sha256)
 
 
-def locate(name: str, *, data_dir: str | None, cache_dir: Path) -> Path:
+def corpora(arg: str | None) -> list[CorpusFile]:
+    """``longctx-data fetch litm``: the paper's three data files."""
+    if arg:
+        raise UsageError(f"litm takes no argument (got litm:{arg}); its files are {', '.join(FILES)}")
+    return [corpus_file(name) for name in FILES]
+
+
+def locate(name: str, *, data_dir: str | None, cache_dir: Path, download: bool = True) -> Path:
     """The path of a data file (``cache_dir`` is the run's cache folder); raises CorpusNotFound (one line)."""
-    return find_corpus(corpus_file(name), data_dir=data_dir, cache_dir=cache_dir / "corpora" / CORPUS)
+    return find_corpus(corpus_file(name), data_dir=data_dir, cache_dir=cache_dir / "corpora" / CORPUS,
+                       download=download)
 
 
 def _rows(path: Path) -> list[dict[str, Any]]:

@@ -138,11 +138,27 @@ def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
 
 
 def data_path(config: pytest.Config, name: str) -> Path:
-    """A data file through the plugin's corpus lookup; CorpusNotFound (a UsageError) when it cannot be had."""
+    """A data file through the plugin's corpus lookup (never a download); CorpusNotFound when it is not here."""
     from pytest_longctx.experiments.litm.data import locate
 
     settings = run_settings(config)
-    return locate(name, data_dir=settings.data_dir, cache_dir=Path(settings.cache_dir))
+    return locate(name, data_dir=settings.data_dir, cache_dir=Path(settings.cache_dir), download=False)
+
+
+def require_data(config: pytest.Config, experiment: str, names: Sequence[str]) -> None:
+    """At collection: the data files ``names`` are here, else ``experiment`` is skipped with one line saying how
+    to get them (``DataMissing``)."""
+    from pytest_longctx import CorpusNotFound, data_missing
+    from pytest_longctx.experiments.litm.data import corpus_file
+
+    missing = []
+    for name in names:
+        try:
+            data_path(config, name)
+        except CorpusNotFound:
+            missing.append(corpus_file(name))
+    if missing:
+        raise data_missing((experiment,), missing, "litm")
 
 
 @pytest.fixture(scope="session")

@@ -31,6 +31,14 @@ SOURCE_SHUFFLES = ("none", "full", "block-10", "block-100")
 VALUE_RANGES = {"source": (1, 10_000), "longctx": (10_000, 99_999)}
 
 
+class LrtSizeWarning(UserWarning):
+    """LRT sizes left out because their files would not fit the model's window.
+
+    Defined in the package, not in a conftest: xdist's controller rebuilds a worker's warning from its class's
+    module and name, and a conftest is no module it can import by name.
+    """
+
+
 @dataclass(frozen=True)
 class LrtPlan:
     """What the LRT runs: sizes, shuffle modes, trials per cell (None: --longctx-samples)."""

@@ -13,12 +13,14 @@ from pathlib import Path
 import pytest
 
 from pytest_longctx import Settings
+from pytest_longctx.corpus.lookup import CorpusNotFound
+from pytest_longctx.corpus.missing import data_missing
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.experiments.qa import baseline, source
 from pytest_longctx.experiments.qa.conditions import CANDIDATES, RESERVE, qa_sizes
-from pytest_longctx.experiments.qa.federal_register import Issue, load_issue, locate
+from pytest_longctx.experiments.qa.federal_register import Issue, fr_issue, load_issue, locate
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
-from pytest_longctx.experiments.qa.options import QaOptions
+from pytest_longctx.experiments.qa.options import FR_DATE, QaOptions
 from pytest_longctx.experiments.qa.questions import load_questions
 from pytest_longctx.experiments.qa.sizing import choose_sizes
 
@@ -54,11 +56,25 @@ def dates(options: QaOptions) -> list[str]:
     return [d.strip() for d in options.fr_date.split(",") if d.strip()]
 
 
+#: The experiments a missing Federal Register issue keeps from running.
+EXPERIMENTS = ("qa", "qa-baseline", "qa-control")
+
+
 def load_issues(settings: Settings, options: QaOptions) -> list[Issue]:
+    """The run's issues, found where the user put them (a run never downloads): a missing one skips the qa tests
+    with one line naming the ``longctx-data fetch`` command that gets it (:class:`DataMissing`)."""
     corpora = settings.cache_dir / "corpora"
     counter = TiktokenCounter()
-    return [load_issue(locate(d, path=None, data_dir=settings.data_dir, cache_dir=corpora), d, counter, corpora)
-            for d in dates(options)]
+    paths, missing = [], []
+    for d in dates(options):
+        try:
+            paths.append(locate(d, path=None, data_dir=settings.data_dir, cache_dir=corpora, download=False))
+        except CorpusNotFound as exc:
+            missing.append((d, exc.spec or fr_issue(d)))
+    if missing:
+        fetch = "qa" if [d for d, _ in missing] == [FR_DATE.default] else f"qa:{','.join(d for d, _ in missing)}"
+        raise data_missing(EXPERIMENTS, [spec for _, spec in missing], fetch)
+    return [load_issue(path, d, counter, corpora) for path, d in zip(paths, dates(options), strict=True)]
 
 
 def question_file(root: Path, options: QaOptions) -> Path:

@@ -126,14 +126,23 @@ def fr_issue(date: str) -> CorpusFile:
                       url=template.format(date=date), sha256=pinned[1] if pinned else None)
 
 
-def locate(date: str, *, path: str | None, data_dir: str | None, cache_dir: Path) -> Path:
+def corpora(dates: str | None) -> list[CorpusFile]:
+    """``longctx-data fetch qa[:DATE,DATE]``: the issues (default: the one the shipped question set is about)."""
+    from pytest_longctx.experiments.qa.options import FR_DATE, check_fr_dates
+
+    text = dates or str(FR_DATE.default)
+    check_fr_dates(text, flag="qa:DATE")
+    return [fr_issue(d.strip()) for d in text.split(",")]
+
+
+def locate(date: str, *, path: str | None, data_dir: str | None, cache_dir: Path, download: bool = True) -> Path:
     """Find ``FR-<date>.xml``: explicit path, data dir (option or env), cache, else download (see :mod:`.lookup`)."""
     if path:
         p = Path(path)
         if not p.is_file():
             raise UsageError(f"longctx_fr_path: {p} does not exist; point it at an FR-<date>.xml file")
         return p
-    return find_corpus(fr_issue(date), data_dir=data_dir, cache_dir=cache_dir)
+    return find_corpus(fr_issue(date), data_dir=data_dir, cache_dir=cache_dir, download=download)
 
 
 def load_issue(xml_path: Path, date: str, counter: TokenCounter, cache_dir: Path) -> Issue:

@@ -77,6 +77,13 @@ def pytest_longctx_evidence() -> list[Any]:
             Evidence("qa-baseline", "item", "question", why), Evidence("qa-control", "item", "question", why)]
 
 
+def pytest_longctx_chance(cells: Cells, trials: Cells) -> dict[str, float]:
+    """Four options: a guess is right 1 time in 4. Not the wrong-section control, which is meant to sit there."""
+    from pytest_longctx.experiments.qa.report import CHANCE
+
+    return {name: CHANCE for name in ("qa", "qa-baseline") if _only(cells, [name])}
+
+
 def pytest_longctx_tables(cells: Cells, trials: Cells) -> list[dict[str, Any]]:
     """The study's accuracy table and the size table (qa cells only)."""
     mine = _only(cells, (EXPERIMENT,))
