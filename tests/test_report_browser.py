@@ -142,10 +142,10 @@ def test_screenshot_of_the_report(tmp_path: Path) -> None:
     report = write_report(tmp_path, record)
     shot = tmp_path / SCREENSHOT
     shot.parent.mkdir(parents=True, exist_ok=True)
-    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,2400", report.as_uri())
+    chromium(tmp_path, f"--screenshot={shot}", "--window-size=1400,4000", report.as_uri())
     assert shot.is_file() and shot.stat().st_size > 50_000
     pixels = decode_png(shot.read_bytes())
-    assert pixels.shape[:2] == (2400, 1400)
+    assert pixels.shape[:2] == (4000, 1400)
     rgb = pixels[:, :, :3].astype(np.int64)
     colours = np.unique((rgb[:, :, 0] << 16) | (rgb[:, :, 1] << 8) | rgb[:, :, 2])
     assert len(colours) > 500, "screenshot looks blank"
@@ -154,7 +154,7 @@ def test_screenshot_of_the_report(tmp_path: Path) -> None:
     saturated = (rgb.max(axis=2) - rgb.min(axis=2)) > 80
     assert saturated.sum() > 30_000, "no coloured charts in view"
     rows_with_ink = (rgb.std(axis=1).max(axis=1) > 10).sum()
-    assert rows_with_ink > 800, "most of the page is empty"
+    assert rows_with_ink > 1_400, "most of the page is empty"
     if os.environ.get("LONGCTX_KEEP_SCREENSHOT") == "1":
         kept = REPO / SCREENSHOT
         kept.parent.mkdir(parents=True, exist_ok=True)

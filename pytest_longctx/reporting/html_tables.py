@@ -31,6 +31,13 @@ def num(value: Any, spec: str = ".3f") -> str:
     return format(value, spec) if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
 
 
+def pnum(value: Any) -> str:
+    """A p-value in a table: three significant digits, '<0.0001' rather than a '0' too small to print."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1e-4:
+        return "<0.0001"
+    return num(value, ".3g")
+
+
 def param_keys(cells: Sequence[Mapping[str, Any]]) -> list[str]:
     keys: list[str] = []
     for cell in cells:
@@ -85,7 +92,7 @@ def _compare_tds(cmp: Mapping[str, Any] | None, n: Any) -> list[str]:
     base_n = "" if cmp.get("baseline_n") == n else f" <span class=muted>(n={esc(cmp.get('baseline_n'))})</span>"
     return [_td(f"{num(cmp.get('baseline_accuracy'))}{base_n}", cmp.get("baseline_accuracy"), "num"),
             _td(num(cmp.get("diff"), "+.3f"), diff, "num " + ("neg" if diff < 0 else "pos" if diff > 0 else "")),
-            _td(f'{num(cmp.get("p_value"), ".3g")} <span class="muted">(Holm {num(cmp.get("p_holm"), ".3g")}; '
+            _td(f'{pnum(cmp.get("p_value"))} <span class="muted">(Holm {pnum(cmp.get("p_holm"))}; '
                 f'{pairs_text(cmp)})</span>', cmp.get("p_value"), "num"),
             _td('<span class="badge fail">drop</span>' if sig else '<span class="muted">no</span>', int(sig))]
 
@@ -140,8 +147,8 @@ def _fell_table(cells: Sequence[Mapping[str, Any]]) -> str:
                     f'<td class="num">{num(cmp.get("baseline_accuracy"))}</td>'
                     f'<td class="num">{num(cell.get("accuracy"))}</td>'
                     f'<td class="num neg">{num(cmp.get("diff"), "+.3f")}</td><td class="num">{pairs_text(cmp)}</td>'
-                    f'<td class="num" data-v="{esc(cmp.get("p_value"))}">{num(cmp.get("p_value"), ".3g")}</td>'
-                    f'<td class="num">{num(cmp.get("p_holm"), ".3g")}</td>'
+                    f'<td class="num" data-v="{esc(cmp.get("p_value"))}">{pnum(cmp.get("p_value"))}</td>'
+                    f'<td class="num">{pnum(cmp.get("p_holm"))}</td>'
                     f"<td>{flag}</td></tr>")
     return ('<div class="scroll"><table class="sortable"><thead><tr><th>experiment</th><th>condition</th>'
             '<th class="num">baseline</th><th class="num">now</th><th class="num">diff</th>'
@@ -172,7 +179,7 @@ def comparison_section(record: Mapping[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{esc(name)}</td><td class=num>{num(e.get('diff'), '+.3f')}</td><td class=num>"
         f"[{num(e.get('low'), '+.3f')}, {num(e.get('high'), '+.3f')}]</td><td class=num>{esc(e.get('pairs'))}</td>"
-        f"<td class=num>{esc(e.get('clusters'))}</td><td class=num>{num(e.get('p_value'), '.3g')}</td></tr>"
+        f"<td class=num>{esc(e.get('clusters'))}</td><td class=num>{pnum(e.get('p_value'))}</td></tr>"
         for name, e in (comparison.get("experiments") or {}).items())
     pooled = ('<h3>Pooled paired differences (this run minus the compared one)</h3><div class="scroll"><table>'
               '<thead><tr><th>experiment</th><th class=num>difference</th><th class=num>95% CI</th>'
