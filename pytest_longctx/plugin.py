@@ -297,7 +297,9 @@ class _Controller:
             from pytest_longctx.session.stopping import check_maxfail
 
             check_maxfail(self.session)  # -x / --maxfail: stop prefetch now, not when the interpreter exits
-        state.plan.extend(v for k, v in report.user_properties if k == PLAN_KEY and isinstance(v, dict))
+        for key, value in report.user_properties:
+            if key == PLAN_KEY and isinstance(value, dict):
+                state.plan.add(value)
         if report.when == "teardown":
             self._progress(state)
 

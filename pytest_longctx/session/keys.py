@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx.dispatch.plan import PlanTally
 from pytest_longctx.results.aggregate import Aggregator
 
 if TYPE_CHECKING:
@@ -54,7 +55,8 @@ class RunState:
     """Controller-only state of one run."""
 
     aggregator: Aggregator = field(default_factory=Aggregator)
-    plan: list[dict[str, Any]] = field(default_factory=list)
+    #: Plan mode: what the planned requests add up to (they are counted as they arrive, not kept).
+    plan: PlanTally = field(default_factory=PlanTally)
     started: float = field(default_factory=time.time)
     record: dict[str, Any] | None = None
     stop_reason: str | None = None

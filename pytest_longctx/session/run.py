@@ -80,9 +80,7 @@ def _finish(session: pytest.Session) -> None:
     record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers)
     record["comparison"], record["gate"] = _compare_and_gate(record, settings, state)
     if settings.plan:
-        from pytest_longctx.dispatch.plan import summarize_plan
-
-        _guarded(state, "the plan summary", lambda: record.__setitem__("plan", summarize_plan(state.plan, settings)))
+        _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
     if state.batch is not None:
         _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
     if state.dispatcher is not None:
