@@ -88,6 +88,7 @@ class QaData:
     #: Built contexts of this process: their collage and whole-text count (see :meth:`build`).
     _built: dict[str, tuple[Haystack, int]] = field(default_factory=dict)
     _fits: dict[str, bool] = field(default_factory=dict)
+    _eligible: dict[int | None, list[Question]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, issue: Issue, questions: list[Question], count: Callable[[str], int], tokenizer: str,
@@ -133,7 +134,9 @@ class QaData:
         Every cell of one size asks the same questions, so cells are paired; small budgets can
         only hold short sections and so draw from those.
         """
-        pool = [q for q in self.pool if budget is None or self.fits(q, budget)]
+        if budget not in self._eligible:  # once per size, not once per trial
+            self._eligible[budget] = [q for q in self.pool if budget is None or self.fits(q, budget)]
+        pool = self._eligible[budget]
         if not pool:
             raise LookupError(f"no question left whose section fits in {budget} tokens after the baseline filter")
         return pool[sample % len(pool)]
