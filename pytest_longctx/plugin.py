@@ -380,7 +380,7 @@ class _Controller:
             check_maxfail(self.session)  # -x / --maxfail: stop prefetch now, not when the interpreter exits
         for key, value in report.user_properties:
             if key == PLAN_KEY and isinstance(value, dict):
-                state.plan.append(value)
+                state.plan.add(value)
                 state.plan_evidence.add(value)
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
         if settled and "longctx" in report.keywords:  # one progress line for the whole run

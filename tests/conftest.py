@@ -86,6 +86,14 @@ class LongctxRun:
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return data
 
+    @property
+    def plan_record(self) -> dict[str, Any]:
+        """A plan's record (``longctx-plan.json``: a plan leaves the run record alone)."""
+        path = self.report_dir / "longctx-plan.json"
+        assert path.is_file(), f"no plan record written:\n{self.result.stdout.str()}\n{self.result.stderr.str()}"
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
     def cell(self, experiment: str, **params: Any) -> dict[str, Any]:
         matches = [c for c in self.record["cells"] if c["experiment"] == experiment and c["params"] == params]
         assert len(matches) == 1, f"{experiment} {params}: {len(matches)} cells in {self.record['cells']}"

@@ -173,7 +173,7 @@ def test_plan_figures_equal_what_the_live_run_sends(runner: Any, api: Any) -> No
     srv = api()
     planned = runner.run("--longctx-samples", "3", "--longctx-plan", "true", "--longctx-exact-tokens", "true",
                          model=MODEL, cache=True)
-    plan = planned.record["plan"]["models"][MODEL]
+    plan = planned.plan_record["plan"]["models"][MODEL]
     assert srv.stats.endpoints.get("messages", 0) == 0  # a dry run sends no message
     srv.reset_stats()
     live = runner.run("--longctx-samples", "3", "--longctx-prefetch", "off", model=MODEL, cache=True)

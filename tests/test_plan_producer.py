@@ -57,7 +57,7 @@ def test_the_prefetch_child_plans_without_counting(tmp_path: Path) -> None:
 def test_a_plan_of_uncounted_requests_sums_to_zero_tokens_and_says_so() -> None:
     entries = [{"key": str(i), "model": "anthropic/claude-test", "template": "t@1", "cached": False,
                 "input_tokens": None, "max_tokens": 8, "tokenizer": "not counted"} for i in range(3)]
-    plan = summarize_plan(entries, None)  # type: ignore[arg-type]  (unused)
+    plan = summarize_plan(entries)
     model = plan["models"]["anthropic/claude-test"]
     assert (model["requests"], model["input_tokens"], model["max_output_tokens"]) == (3, 0, 24)
     assert "0 input tokens (not counted)" in format_plan(plan)[0]

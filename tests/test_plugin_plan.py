@@ -1,7 +1,10 @@
-"""Plan mode: every request is built and counted, none is sent, and every test ends skipped."""
+"""Plan mode: every request is built and counted, none is sent, every test ends skipped, and the plan's record
+goes to longctx-plan.json: the last run's record, report and history stay as they were."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -39,7 +42,8 @@ def test_plan_sends_nothing(longctx_runner: Any, mode_args: list[str]) -> None:
     assert {k: v for k, v in outcomes.items() if k not in ("warning", "warnings")} == {"planned": 4}, \
         run.result.stdout.str()[-3000:]
     assert not (pytester.path / "sent").exists()  # no test got past its model call
-    record = run.record
+    assert not (run.report_dir / "longctx.json").exists()
+    record = run.plan_record
     assert record["trials"] == [] and record["cells"] == []
     assert record["usage"]["calls"] == 0
     plan = record["plan"]
@@ -54,3 +58,29 @@ def test_plan_sends_nothing(longctx_runner: Any, mode_args: list[str]) -> None:
         "cache_write_tokens": 0, "cache_read_tokens": 0, "prefix_groups": 0,
     }}
     assert record["settings"]["plan"] is True
+
+
+@pytest.mark.parametrize("mode_args", [[], ["-n", "2"]], ids=["plain", "n2"])
+def test_a_plan_leaves_the_last_runs_record_alone(longctx_runner: Any, mode_args: list[str]) -> None:
+    pytester = longctx_runner.pytester
+    pytester.makepyfile(test_plan=PLAN)
+    live = longctx_runner.run("--longctx-samples", "2", *mode_args, report_dir="reports")
+    assert live.ret == 0 and len(live.record["trials"]) == 4
+    live = longctx_runner.run("--longctx-samples", "1", *mode_args, report_dir="reports")  # the first goes to history
+    reports = live.report_dir
+    before = {p.relative_to(reports): p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+    assert {str(p) for p in before} == {"longctx.json", "longctx.html", "history/0001.json"}
+
+    for samples in ("2", "3"):  # a second plan replaces the first plan's record, and nothing else
+        run = longctx_runner.run("--longctx-plan", "true", "--longctx-samples", samples, *mode_args,
+                                 report_dir="reports")
+        assert run.ret == pytest.ExitCode.OK
+        after = {p.relative_to(reports): p.read_bytes() for p in reports.rglob("*") if p.is_file()}
+        assert after.pop(Path("longctx-plan.json")) and after == before
+        assert run.plan_record["plan"]["models"]["fake/perfect"]["requests"] == 2 * int(samples)
+        assert f"longctx report: {reports / 'longctx-plan.json'} (this plan; the last run's longctx.json is left " \
+               "as it was)" in run.result.stdout.str()
+
+    later = longctx_runner.run("--longctx-samples", "1", *mode_args, report_dir="reports")  # a run after a plan
+    assert later.ret == 0 and len(later.record["trials"]) == 2 and later.record.get("plan") is None
+    assert json.loads((reports / "history" / "0002.json").read_text()) == json.loads(before[Path("longctx.json")])

@@ -133,7 +133,7 @@ def pytest_longctx_evidence():
                              "--longctx-threshold", "*:max-drop=0", model="anthropic/claude-sonnet-5")
     out = run.result.stdout.str()
     assert run.ret == 0, out
-    power = run.record["plan"]["power"]
+    power = run.plan_record["plan"]["power"]
     planned = power["experiments"]["planned"]
     assert (planned["trials"], planned["clusters"], planned["samples"]) == (90, 30, 30)
     assert planned["drop"] is not None and planned["detect"]["samples"] > 30

@@ -253,8 +253,8 @@ def _planned(model: str, groups: int, siblings: int, prefix: int, rest: int, mar
 
 def test_the_plan_estimates_writes_reads_and_stacks_the_batch_discount() -> None:
     model = "anthropic/claude-sonnet-4-5"  # $3 / $15 per million tokens
-    on = summarize_plan(_planned(model, 10, 8, 70_000, 200), None)["models"][model]  # type: ignore[arg-type]
-    off = summarize_plan(_planned(model, 10, 8, 70_000, 200, mark=False), None)["models"][model]  # type: ignore[arg-type]
+    on = summarize_plan(_planned(model, 10, 8, 70_000, 200))["models"][model]
+    off = summarize_plan(_planned(model, 10, 8, 70_000, 200, mark=False))["models"][model]
     uncached = 80 * 70_200
     assert on["input_tokens"] == off["input_tokens"] == off["billed_input_tokens"] == uncached
     assert (on["prefix_groups"], on["cache_write_tokens"], on["cache_read_tokens"]) == (10, 700_000, 70 * 70_000)
@@ -275,10 +275,10 @@ def test_the_plan_estimates_writes_reads_and_stacks_the_batch_discount() -> None
            f"writes 2x, reads 0.1x: billed input {round(batch_billed):,}) against <= " \
            f"${on['est_batch_uncached_cost_usd']:.2f} uncached: ${saved:.2f} saved (66%)" in lines
     assert not any("prompt cache" in line for line in format_plan({"models": {model: off}, "note": ""}))
-    short = summarize_plan(_planned(model, 2, 8, 900, 10), None)["models"][model]  # type: ignore[arg-type]
+    short = summarize_plan(_planned(model, 2, 8, 900, 10))["models"][model]
     assert short["prefix_groups"] == 0 and short["billed_input_tokens"] == short["input_tokens"]  # under 1,024
     haiku = "anthropic/claude-3-5-haiku-latest"
-    assert summarize_plan(_planned(haiku, 1, 8, 1500, 10), None)["models"][haiku]["prefix_groups"] == 0  # type: ignore[arg-type]
+    assert summarize_plan(_planned(haiku, 1, 8, 1500, 10))["models"][haiku]["prefix_groups"] == 0
 
 
 def test_lane_queue_with_no_entries_ends_at_once() -> None:

@@ -140,7 +140,7 @@ def test_batch_goes_through_the_batch_api_only(matrix: Any, standin: MessagesSer
 def test_plan_sends_no_request(matrix: Any, standin: MessagesServer, provider: str) -> None:
     run = matrix.run(*SAMPLES, "--longctx-plan=true", model=MODELS[provider], cache=True)
     assert run.ret == 0, run.result.stdout.str()[-3000:]
-    assert run.record["plan"]["models"][MODELS[provider]]["requests"] == TRIALS
+    assert run.plan_record["plan"]["models"][MODELS[provider]]["requests"] == TRIALS
     assert sent(standin, provider) == 0
     assert set(standin.stats.endpoints) <= {"tokenize"}  # counting tokens is free; nothing is generated
 

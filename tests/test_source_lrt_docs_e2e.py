@@ -27,7 +27,7 @@ def run_evals(pytester: pytest.Pytester, evals: str, *args: str) -> tuple[pytest
         str(ROOT / "evals" / evals), "-p", "no:cacheprovider", "--longctx-model", MODEL, "--longctx-protocol",
         "source", "--longctx-report-dir", str(report), "--longctx-cache-dir", str(pytester.path / "cache"), *args,
         timeout=300)
-    path = report / "longctx.json"
+    path = report / ("longctx-plan.json" if "--longctx-plan" in args else "longctx.json")  # a plan's own record
     assert path.is_file(), result.stdout.str()
     return result, json.loads(path.read_text(encoding="utf-8"))
 

@@ -50,8 +50,14 @@ def prefix_group(request: dict[str, Any]) -> str | None:
     messages = request.get("messages") or []
     if n <= 0 or not messages or messages[0].get("role") != "user" or n >= len(messages[0]["content"]):
         return None
-    text = f"{request.get('system') or ''}\x00{messages[0]['content'][:n]}"
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:24]
+    return prefix_identity(request.get("system"), messages[0]["content"][:n])
+
+
+def prefix_identity(system: str | None, prefix: str) -> str:
+    """The :func:`prefix_group` of a request with this system prompt whose first user turn starts with ``prefix``."""
+    digest = hashlib.sha256(f"{system or ''}\x00".encode())
+    digest.update(prefix.encode())  # not joined to the system prompt first: no copy of a long prefix
+    return digest.hexdigest()[:24]
 
 
 def billed_input(uncached: int, written: int, read: int, write_factor: float = WRITE_FACTOR) -> float:

@@ -14,13 +14,17 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, request_key
-from pytest_longctx.backends.prompt_cache import prefix_group
+from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.errors import NotCachedError
 
 if TYPE_CHECKING:
     from pytest_longctx.dispatch.prefetch import Waiter
+
+
+#: Shared prefixes whose token counts a plan remembers before it forgets them and starts again.
+_MAX_PREFIXES = 100_000
 
 
 class Planned(pytest.skip.Exception):  # type: ignore[name-defined,misc]
@@ -69,6 +73,8 @@ class ModelClient:
     prompt_cache: bool = False
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
     _put_failed: bool = field(default=False, repr=False)
+    #: Plan mode: tokens of each shared prefix (by :func:`prefix_identity`) counted so far.
+    _prefix_counts: dict[str, int] = field(default_factory=dict, repr=False)
 
     @property
     def spec(self) -> str:
@@ -129,7 +135,10 @@ class ModelClient:
         exact = getattr(self.backend, "count_request", None) if counts else None
         tokens = exact(request) if exact is not None else None
         split = request.split_prefix()
-        prefix_tokens = self.backend.count_tokens(split[0]) if split is not None and counts else 0
+        group, prefix_tokens = None, 0
+        if split is not None:
+            group = prefix_identity(request.system, split[0])
+            prefix_tokens = self._prefix_tokens(group, split[0]) if counts else 0
         if tokens is None and counts:  # an estimate: the prompt's text under the backend's counter (prefix once)
             rest = split[1] + "".join(m.content for m in request.messages[1:]) if split is not None else (
                 "".join(m.content for m in request.messages))
@@ -137,11 +146,19 @@ class ModelClient:
         entry = {"key": key, "model": self.spec, "template": request.template, "cached": cached,
                  "input_tokens": tokens, "max_tokens": request.max_tokens,
                  "tokenizer": self.backend.tokenizer if counts else "not counted"}
-        if split is not None:  # for the plan's prompt-cache estimate: which cache entry, and how long its prefix is
-            entry.update(prefix=prefix_group(request.to_json()), prefix_tokens=prefix_tokens)
+        if group is not None:  # for the plan's prompt-cache estimate: which cache entry, and how long its prefix is
+            entry.update(prefix=group, prefix_tokens=prefix_tokens)
         if self.plan_out is not None and not cached:
             append_line(self.plan_out, json.dumps({**entry, "request": request.to_json()}, ensure_ascii=False))
         return entry
+
+    def _prefix_tokens(self, group: str, prefix: str) -> int:
+        """Tokens of a shared prefix, counted once per prefix (its siblings share it: 8 prompt variants in qa)."""
+        if group not in self._prefix_counts:
+            if len(self._prefix_counts) >= _MAX_PREFIXES:
+                self._prefix_counts.clear()
+            self._prefix_counts[group] = self.backend.count_tokens(prefix)
+        return self._prefix_counts[group]
 
 
 def append_line(path: Path, line: str) -> None:

@@ -1,4 +1,4 @@
-"""Writing the run record (with a numbered history of earlier ones) and the HTML report."""
+"""Writing the run record (with a numbered history of earlier ones) and the HTML report; a plan's own record."""
 
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section
 
 RECORD_NAME = "longctx.json"
+#: A plan's (dry run's) record: beside the last run's, which a plan never replaces or moves to the history.
+PLAN_RECORD_NAME = "longctx-plan.json"
 HTML_NAME = "longctx.html"
 HISTORY_DIR = "history"
 #: Under the cache dir: where reports go when the report dir cannot take them (the summary names the folder).
@@ -42,6 +44,14 @@ def write_record(record: dict[str, Any], report_dir: Path) -> Path:
     json_path = report_dir / RECORD_NAME
     atomic_write_text(json_path, json.dumps(record, indent=1, ensure_ascii=False, sort_keys=False))
     return json_path
+
+
+def write_plan_record(record: dict[str, Any], report_dir: Path) -> Path:
+    """Write a plan's record to longctx-plan.json (replacing the previous plan's); the run record, its HTML report
+    and the history are left as they are."""
+    path = report_dir / PLAN_RECORD_NAME
+    atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False, sort_keys=False))
+    return path
 
 
 def write_reports(record: dict[str, Any], report_dir: Path, sections: Sequence[Section] | None = None) -> list[str]:

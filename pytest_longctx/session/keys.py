@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx.dispatch.plan import PlanTally
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.power import PlanEvidence
 
@@ -55,7 +56,8 @@ class RunState:
     """Controller-only state of one run."""
 
     aggregator: Aggregator = field(default_factory=Aggregator)
-    plan: list[dict[str, Any]] = field(default_factory=list)
+    #: Plan mode: what the planned requests add up to (they are counted as they arrive, not kept).
+    plan: PlanTally = field(default_factory=PlanTally)
     #: --longctx-plan: what the planned trials would ask, per cell and item (for the plan's power statements)
     plan_evidence: PlanEvidence = field(default_factory=PlanEvidence)
     started: float = field(default_factory=time.time)

@@ -105,9 +105,7 @@ def _finish(session: pytest.Session) -> None:
     record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
     decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
     if settings.plan:
-        from pytest_longctx.dispatch.plan import summarize_plan
-
-        _guarded(state, "the plan summary", lambda: record.__setitem__("plan", summarize_plan(state.plan, settings)))
+        _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
     if state.batch is not None:
         _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
@@ -247,24 +245,32 @@ def _compare_and_gate(record: dict[str, Any], settings: Settings, baseline: dict
 
 
 def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> None:
-    """Write the record and report to the report dir or, if that fails, to a fallback folder the summary names."""
+    """Write the record and report to the report dir or, if that fails, to a fallback folder the summary names.
+
+    A plan writes only its own record (``longctx-plan.json``): the last run's record, report and history stay.
+    """
     from pytest_longctx.reporting.sections import arrange
-    from pytest_longctx.reporting.writer import fallback_dir, write_reports
+    from pytest_longctx.reporting.writer import RECORD_NAME, fallback_dir, write_plan_record, write_reports
     from pytest_longctx.session.contrib import call_each
 
     sections = arrange(call_each(config, "pytest_longctx_report_sections", state.notes,
                                  cells=record["cells"], trials=record["trials"]), record["cells"])
     record["notes"] = list(state.notes)  # with what the experiments' end-of-run and section hooks noted
 
+    def write(folder: Path) -> list[str]:
+        if settings.plan:
+            return [f"{write_plan_record(record, folder)} (this plan; the last run's {RECORD_NAME} is left as it was)"]
+        return write_reports(record, folder, sections)
+
     try:
-        state.written += write_reports(record, settings.report_dir, sections)
+        state.written += write(settings.report_dir)
         return
     except Exception as exc:  # whatever went wrong, the record goes somewhere
         reason = f"{type(exc).__name__}: {exc}"
     try:
         target = fallback_dir(settings.cache_dir)
         record["report_fallback"] = {"report_dir": str(settings.report_dir), "reason": reason}
-        state.written += write_reports(record, target, sections)
+        state.written += write(target)
         state.notes.append(f"could not write reports to {settings.report_dir} ({reason}); "
                            f"wrote them to {target} instead")
     except Exception as exc:  # nothing left to try but saying so

@@ -3,7 +3,8 @@
 Sections are selected with cl100k counts (the study's 200-5000 token recipe, stable across
 models) and sized for contexts with the model's own tokenizer, counted once per tokenizer and
 cached on disk. Further issues (``--longctx-fr-date A,B``) add distractor sections only. Each built
-context is counted as a whole: its label is what it holds (see :mod:`.sizing`).
+context is counted as a whole (by the model's counter; tiktoken sums remembered paragraphs, exactly): its
+label is what it holds (see :mod:`.sizing`).
 """
 
 from __future__ import annotations
@@ -84,8 +85,10 @@ class QaData:
     count: Callable[[str], int] | None = None
     #: Questions with a stored baseline result (answered right or not).
     baseline_known: int = 0
-    _counted: dict[str, int] = field(default_factory=dict)
+    #: Built contexts of this process: their collage and whole-text count (see :meth:`build`).
+    _built: dict[str, tuple[Haystack, int]] = field(default_factory=dict)
     _fits: dict[str, bool] = field(default_factory=dict)
+    _eligible: dict[int | None, list[Question]] = field(default_factory=dict)
 
     @classmethod
     def load(cls, issue: Issue, questions: list[Question], count: Callable[[str], int], tokenizer: str,
@@ -138,7 +141,9 @@ class QaData:
         id (``id#k`` on the k-th pass when there are more samples than questions): contexts and option orders
         are drawn from it, not from the sample index, so two models asking one question see the same prompt.
         """
-        pool = [q for q in self.pool if budget is None or self.fits(q, budget)]
+        if budget not in self._eligible:  # once per size, not once per trial
+            self._eligible[budget] = [q for q in self.pool if budget is None or self.fits(q, budget)]
+        pool = self._eligible[budget]
         if not pool:
             raise LookupError(f"no question left whose section fits in {budget} tokens after the baseline filter")
         question, repeat = pool[sample % len(pool)], sample // len(pool)
@@ -179,31 +184,31 @@ class QaData:
 
         Per-section counts add up slightly differently from the joined text's count; when the text comes
         out over the budget, the collage is rebuilt (same seed) against a budget lowered by the excess.
+        The collage and its count are kept per process (every prompt variant of a cell position builds the same
+        context), so each context is assembled and counted once; its text is rendered again each time.
         """
+        memo = f"{question.id}|{budget}|{position}|{seed}"
+        if memo in self._built:
+            collage, tokens = self._built[memo]
+            return Built(collage, self.render(collage), tokens)
+        if self.count is None:
+            raise ValueError("QaData was loaded without a token counter")
         target, short = budget, 0
         for attempt in range(6):
             collage = self.collage(question, target, position, random.Random(f"{seed}|{attempt}" if attempt else seed))
             text = self.render(collage)
-            tokens = self.tokens_of(text)
+            tokens = self.count(text)
             if tokens > budget:
                 target -= tokens - budget + 8
                 continue
             if tokens >= budget - tolerance(budget):
+                self._built[memo] = (collage, tokens)
                 return Built(collage, text, tokens)
             short = tokens  # another shuffle may fill it; the label must hold
         if short:
             raise ValueError(f"context for {question.id} holds {short:,} tokens, more than "
                              f"{tolerance(budget):,} short of its {budget:,}-token label")
         raise ValueError(f"context for {question.id} stays above its {budget:,}-token label")
-
-    def tokens_of(self, text: str) -> int:
-        """The text's token count under the model's tokenizer (memoized per worker)."""
-        if self.count is None:
-            raise ValueError("QaData was loaded without a token counter")
-        key = hashlib.sha256(text.encode()).hexdigest()
-        if key not in self._counted:
-            self._counted[key] = self.count(text)
-        return self._counted[key]
 
     def context_examples(self, collage: Haystack, question: Question, count: int, rng: random.Random,
                          ) -> list[Shuffled]:

@@ -47,10 +47,10 @@ def to_request(prompt: str, template: str, shared: str = "") -> Request:
     ``shared``: the text that ends the prompt's part every variant has in common (its government record), marked
     as a prompt-cache prefix.
     """
-    if not prompt.startswith(_HUMAN) or _ASSISTANT not in prompt:
+    at = prompt.rfind(_ASSISTANT)
+    if not prompt.startswith(_HUMAN) or at < len(_HUMAN):
         raise ValueError("not a Human:/Assistant: prompt")
-    human, _, assistant = prompt[len(_HUMAN):].rpartition(_ASSISTANT)
-    prefill = assistant.strip() or None
+    human, prefill = prompt[len(_HUMAN):at], prompt[at + len(_ASSISTANT):].strip() or None  # one copy of a long text
     return Request.user(human, max_tokens=MAX_TOKENS, stop=STOP, prefill=prefill, template=template,
                         cache_prefix=shared_prefix_end(human, shared))
 
