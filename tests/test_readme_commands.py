@@ -62,7 +62,9 @@ def run(command: Command, standin: MessagesServer, tmp: Path) -> tuple[int, str,
     proc = subprocess.run([sys.executable, "-m", "pytest", *args, *extra, "--longctx-report-dir", str(reports),
                            "--longctx-cache-dir", str(tmp / "cache")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
-    return proc.returncode, proc.stdout + proc.stderr, reports / "longctx.json"
+    planned = "--longctx-plan" in command.args  # a plan writes its own record and leaves the run's alone
+    assert not (planned and (reports / "longctx.json").exists()), "a plan wrote the run record"
+    return proc.returncode, proc.stdout + proc.stderr, reports / ("longctx-plan.json" if planned else "longctx.json")
 
 
 @pytest.mark.parametrize("command", [c for c in README if c.program == "pytest" and c.args[:1] != ["tests"]]

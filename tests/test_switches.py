@@ -114,6 +114,6 @@ def test_bare_plan_plans_wherever_it_stands(runner: Any, api: Any, args: list[st
     srv = api()
     run = runner.run("--longctx-samples", "2", *args, model=MODEL, cache=True)
     assert run.ret == pytest.ExitCode.OK, run.result.stdout.str() + run.result.stderr.str()
-    assert run.record["settings"]["plan"] is True
-    assert run.record["plan"]["models"][MODEL]["requests"] == 4  # 2 cells x 2 samples, all planned
+    assert run.plan_record["settings"]["plan"] is True
+    assert run.plan_record["plan"]["models"][MODEL]["requests"] == 4  # 2 cells x 2 samples, all planned
     assert srv.stats.endpoints.get("messages", 0) == 0
