@@ -2,9 +2,12 @@
 
 Two runs (the compared one and the candidate) are drawn at each experiment's default remote design: its cells,
 its items, and which items repeat across cells (qa asks 20 questions in each of its 116 cells; an LRT trial is its
-own item). Every run goes through the plugin's own code, as a run's finish does: records of trials with clusters,
-``compare`` (pairing on items), then ``evaluate`` on the README recipe's thresholds. Nothing here re-implements a
-test.
+own item). Every decision uses the plugin's own statistics: per alarm of the README recipe, the pooled paired
+difference (``paired_difference``, clustered on items) and its one-sided p of a drop, then Holm across the alarms,
+as ``evaluate`` decides them. The first ``--check`` runs of every case (20 by default) also go the whole way a
+run's finish goes: records of trials with clusters, ``compare`` (pairing on items), then ``evaluate`` on the
+recipe's thresholds; the table says how many of those decisions agreed (the whole path takes ~1 s a gate run, too
+slow for 24,000 of them on 2 cores). Nothing here re-implements a test.
 
 The model of the truth, per trial: a uniform ``U`` decides whether a model is right (``U < accuracy``). With
 probability ``sqrt(icc)`` the trial uses its item's shared ``U``, otherwise its own, so two trials of one item
@@ -12,7 +15,7 @@ agree with correlation ``icc``. Versions of one model ("versions") share every `
 the 80% model's right answers are a subset of the 85% model's) and each run flips ``flip`` of its answers at
 random (the flips clustered the same way); unrelated models ("independent") draw their own ``U``.
 
-    python benchmarks/sim_gate.py                 # ~15 min on 2 cores: 1,000 runs a case
+    python benchmarks/sim_gate.py                 # ~20 min on 2 cores: 1,000 runs a case
     python benchmarks/sim_gate.py --runs 200      # a quicker look
     python benchmarks/sim_gate.py --mde --runs 400   # also: the simulated 80%-power drop against the plan's
 
@@ -22,6 +25,7 @@ Every draw comes from ``numpy.random.default_rng(seed)``; the same arguments pri
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import math
 import multiprocessing
 import time
@@ -36,7 +40,7 @@ from pytest_longctx.results.compare import compare
 from pytest_longctx.results.gate import GateInputs, evaluate
 from pytest_longctx.results.gating import parse_threshold
 from pytest_longctx.results.power import Assumptions, Design, detectable_drop
-from pytest_longctx.results.stats import wilson
+from pytest_longctx.results.stats import holm, wilson
 
 #: The README's CI recipe (docs/ci-gating.md): one pooled regression alarm per experiment.
 RECIPE = ("experiment=lrt:max-drop=0", "experiment=qa:max-drop=0", "experiment=docs:max-drop=0",
@@ -137,22 +141,58 @@ def rate_text(hits: int, runs: int) -> str:
     return f"{hits / runs:6.1%} [{low:5.1%}, {high:5.1%}]"
 
 
-def recipe_case(args: argparse.Namespace, agreement: str, icc: float) -> tuple[str, float, int, int, int, int]:
-    """One row of the recipe table: false alarms (clustered and naive) and power, over ``args.runs`` runs."""
+@dataclass(frozen=True)
+class Alarms:
+    """The recipe's pooled alarms as arrays: each alarm's trials (its selector's experiments)."""
+
+    masks: tuple[np.ndarray, ...]
+
+    @classmethod
+    def of(cls, layout: Layout) -> Alarms:
+        experiments = np.array(layout.experiment)
+        selectors = [t.split(":", 1)[0].removeprefix("experiment=") for t in RECIPE]
+        return cls(tuple(np.array([fnmatch.fnmatchcase(e, s) for e in experiments]) for s in selectors))
+
+
+def fast_gate(alarms: Alarms, clusters: np.ndarray, first: np.ndarray, second: np.ndarray,
+              alpha: float) -> tuple[bool, bool]:
+    """(the recipe fails, the LRT alarm fails): what ``evaluate`` decides for the recipe's pooled alarms, from the
+    same functions (``paired_difference``'s one-sided p of a drop over 0 per alarm, Holm across them), without
+    building records. ``recipe_case`` checks it against the whole path on the first runs of every case."""
+    ps = [paired_difference(second[m].tolist(), first[m].tolist(), clusters[m].tolist()).p_drop_over(0.0)
+          for m in alarms.masks]
+    adjusted = holm(ps)
+    return any(p < alpha for p in adjusted), adjusted[0] < alpha
+
+
+def recipe_case(args: argparse.Namespace, agreement: str, icc: float) -> tuple[str, float, int, int, int, int, int,
+                                                                             int]:
+    """One row of the recipe table: false alarms (clustered and naive) and power, over ``args.runs`` runs; and of
+    the first ``args.check`` runs, how many the whole path (records, ``compare``, ``evaluate``) decided alike."""
     layout = Layout.of(DESIGNS)
     naive_layout = Layout(layout.experiment, layout.cell, np.arange(len(layout.cluster)))
+    alarms_of = Alarms.of(layout)
     rng = np.random.default_rng([args.seed, int(icc * 100), agreement == "versions"])
     flip = args.flip if agreement == "versions" else 0.0
-    alarms = naive = caught = lrt = 0
-    for _ in range(args.runs):
+    alarms = naive = caught = lrt = checked = agreed = 0
+    for run in range(args.runs):
         first, second = draw_pair(rng, layout, args.accuracy, args.accuracy, icc, flip, agreement)
-        alarms += gate_run(layout, first, second, RECIPE, args.alpha)["status"] == "fail"
-        naive += gate_run(naive_layout, first, second, RECIPE, args.alpha)["status"] == "fail"
-        first, second = draw_pair(rng, layout, args.accuracy, args.accuracy - 0.05, icc, flip, agreement)
-        result = gate_run(layout, first, second, RECIPE, args.alpha)
-        caught += result["status"] == "fail"
-        lrt += result["checks"][0]["verdict"] == "fail"  # type: ignore[index]
-    return agreement, icc, alarms, naive, caught, lrt
+        clustered, _ = fast_gate(alarms_of, layout.cluster, first, second, args.alpha)
+        counted, _ = fast_gate(alarms_of, naive_layout.cluster, first, second, args.alpha)
+        alarms += clustered
+        naive += counted
+        worse_first, worse = draw_pair(rng, layout, args.accuracy, args.accuracy - 0.05, icc, flip, agreement)
+        fail, lrt_fail = fast_gate(alarms_of, layout.cluster, worse_first, worse, args.alpha)
+        caught += fail
+        lrt += lrt_fail
+        if run < args.check:  # the same decisions through the plugin's whole path
+            result = gate_run(layout, worse_first, worse, RECIPE, args.alpha)
+            checked += 3
+            agreed += ((gate_run(layout, first, second, RECIPE, args.alpha)["status"] == "fail") == clustered)
+            agreed += ((gate_run(naive_layout, first, second, RECIPE, args.alpha)["status"] == "fail") == counted)
+            agreed += ((result["status"] == "fail") == fail
+                       and (result["checks"][0]["verdict"] == "fail") == lrt_fail)  # type: ignore[index]
+    return agreement, icc, alarms, naive, caught, lrt, checked, agreed
 
 
 def recipe_table(args: argparse.Namespace) -> None:
@@ -163,10 +203,14 @@ def recipe_table(args: argparse.Namespace) -> None:
     print(f"  {'agreement':11} {'icc':>4}  {'false alarm (no change)':26} {'naive false alarm':26} "
           f"{'power, -5 pts (recipe)':26} {'power, -5 pts (lrt)':26}")
     cases = [(args, agreement, icc) for agreement in ("versions", "independent") for icc in args.icc]
+    checked = agreed = 0
     with multiprocessing.Pool(args.processes) as pool:
-        for agreement, icc, alarms, naive, caught, lrt in pool.starmap(recipe_case, cases):
+        for agreement, icc, alarms, naive, caught, lrt, c, a in pool.starmap(recipe_case, cases):
+            checked, agreed = checked + c, agreed + a
             print(f"  {agreement:11} {icc:4.1f}  {rate_text(alarms, args.runs):26} {rate_text(naive, args.runs):26} "
                   f"{rate_text(caught, args.runs):26} {rate_text(lrt, args.runs):26}", flush=True)
+    print(f"  the whole path (run records, compare, evaluate) decided {agreed} of {checked} checked gate runs alike "
+          f"(the first {args.check} runs of every case)" + ("" if agreed == checked else ": MISMATCH"))
 
 
 def mde_table(args: argparse.Namespace) -> None:
@@ -224,6 +268,8 @@ def main() -> None:
     parser.add_argument("--mde", action="store_true", help="also simulate each experiment's 80%%-power drop")
     parser.add_argument("--mde-icc", type=float, nargs="+", default=[0.0, 0.6])
     parser.add_argument("--skip-recipe", action="store_true")
+    parser.add_argument("--check", type=int, default=20,
+                        help="runs a case also decided through the whole path, records and all (default 20)")
     parser.add_argument("--processes", type=int, default=2, help="cases run in parallel (default 2)")
     args = parser.parse_args()
     start = time.perf_counter()
