@@ -18,6 +18,7 @@ random (the flips clustered the same way); unrelated models ("independent") draw
     python benchmarks/sim_gate.py                 # ~20 min on 2 cores: 1,000 runs a case
     python benchmarks/sim_gate.py --runs 200      # a quicker look
     python benchmarks/sim_gate.py --mde --runs 400   # also: the simulated 80%-power drop against the plan's
+    python benchmarks/sim_gate.py --skip-recipe --shown   # non-inferiority: passes at the margin, and its power
 
 Every draw comes from ``numpy.random.default_rng(seed)``; the same arguments print the same table.
 """
@@ -35,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_longctx.results.aggregate import Aggregator
-from pytest_longctx.results.clustered import paired_difference
+from pytest_longctx.results.clustered import paired_difference, pooled_accuracy
 from pytest_longctx.results.compare import compare
 from pytest_longctx.results.gate import GateInputs, evaluate
 from pytest_longctx.results.gating import parse_threshold
@@ -242,6 +243,47 @@ def mde_table(args: argparse.Namespace) -> None:
                   f"{_fmt(simulated):>9}  {_fmt(plan):>6}  {ratio}", flush=True)
 
 
+def shown_table(args: argparse.Namespace) -> None:
+    """Non-inferiority (``max-drop=X/shown``) per experiment alone: how often it passes a candidate whose drop is
+    exactly X (at most alpha, or the reading lets regressions through) and an unchanged one (its power)."""
+    margin = args.margin
+    print(f"\nNon-inferiority, one 'experiment=NAME:max-drop={margin:g}/shown' at alpha {args.alpha} ({args.runs} runs "
+          f"a case; versions, flip {args.flip:.0%}, baseline {args.accuracy:.0%})")
+    print(f"  {'experiment':10} {'icc':>4} {'items':>5}  {'passes a drop of ' + format(margin, 'g'):26} "
+          f"{'passes no change':26} {'alarm max-drop=' + format(margin, 'g') + ' at it':26} "
+          f"{'min=' + format(args.accuracy, 'g') + '/shown at ' + format(args.accuracy, 'g'):26}")
+    # Flips shrink a drop by (1 - 2 flip): draw the candidate lower so the drop the runs show is exactly the margin.
+    boundary = args.accuracy - margin / (1 - 2 * args.flip)
+    checked = agreed = 0
+    for name, blocks in DESIGNS.items():
+        layout = Layout.of({name: blocks})
+        clusters = layout.cluster.tolist()
+        threshold = f"experiment={name}:max-drop={margin:g}/shown"
+        for icc in args.mde_icc:
+            rng = np.random.default_rng([args.seed, 11, int(icc * 100), len(name)])
+            passed = {"boundary": 0, "unchanged": 0}
+            alarms = minimum = 0
+            for run in range(args.runs):
+                for case, after in (("boundary", boundary), ("unchanged", args.accuracy)):
+                    first, second = draw_pair(rng, layout, args.accuracy, after, icc, args.flip, "versions")
+                    diff = paired_difference(second.tolist(), first.tolist(), clusters)
+                    ok = diff.p_drop_under(margin) < args.alpha  # what evaluate's 'shown' reading decides
+                    passed[case] += ok
+                    if case == "boundary":  # the alarm reading at the same margin: a drop of X is no alarm
+                        alarms += diff.p_drop_over(margin) < args.alpha
+                    if run < args.check:
+                        checked += 1
+                        agreed += (gate_run(layout, first, second, (threshold,), args.alpha)["status"] == "pass") == ok
+                # min=A/shown for a model exactly at A (no flips): passes at most alpha of the time, or it is wrong
+                at = (_latent(rng, layout, icc) < args.accuracy).tolist()
+                minimum += pooled_accuracy(at, clusters).bounds(args.alpha)[0] >= args.accuracy
+            print(f"  {name:10} {icc:4.1f} {layout.clusters:5d}  {rate_text(passed['boundary'], args.runs):26} "
+                  f"{rate_text(passed['unchanged'], args.runs):26} {rate_text(alarms, args.runs):26} "
+                  f"{rate_text(minimum, args.runs):26}", flush=True)
+    print(f"  the whole path (run records, compare, evaluate) decided {agreed} of {checked} checked gate runs alike"
+          + ("" if agreed == checked else ": MISMATCH"))
+
+
 def _crossing(drops: np.ndarray, powers: list[float], target: float) -> float | None:
     """The drop at which the power curve first reaches ``target`` (linear between the two drops around it)."""
     for i, power in enumerate(powers):
@@ -267,6 +309,8 @@ def main() -> None:
     parser.add_argument("--icc", type=float, nargs="+", default=[0.0, 0.3, 0.6, 0.9])
     parser.add_argument("--mde", action="store_true", help="also simulate each experiment's 80%%-power drop")
     parser.add_argument("--mde-icc", type=float, nargs="+", default=[0.0, 0.6])
+    parser.add_argument("--shown", action="store_true", help="also simulate the non-inferiority reading")
+    parser.add_argument("--margin", type=float, default=0.05, help="its max-drop margin (default 0.05)")
     parser.add_argument("--skip-recipe", action="store_true")
     parser.add_argument("--check", type=int, default=20,
                         help="runs a case also decided through the whole path, records and all (default 20)")
@@ -277,6 +321,8 @@ def main() -> None:
         recipe_table(args)
     if args.mde:
         mde_table(args)
+    if args.shown:
+        shown_table(args)
     print(f"\n{time.perf_counter() - start:.0f} s")
 
 

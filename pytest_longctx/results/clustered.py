@@ -12,7 +12,9 @@ with some extra information, not many. Both estimators here take each trial's ou
   interval for a paired difference (2005: half a pseudo-pair in each cell of the 2x2 table, which keeps the
   interval honest at zero discordance);
 * take critical values from Student's t with ``G - 1`` degrees of freedom, the standard remedy when clusters
-  are few (Cameron & Miller 2015, section VI), so twenty questions are treated as twenty, not as 2,300 trials.
+  are few (Cameron & Miller 2015, section VI), so twenty questions are treated as twenty, not as 2,300 trials;
+* test non-inferiority (a drop shown under a margin) score-style, with the variance where the hypothesis holds
+  and a design effect of at least the answers' own (:meth:`PairedDiff.p_drop_under`).
 
 References: E. Miller, "Adding Error Bars to Evals" (2024), sections 2-4; Cameron & Miller, "A Practitioner's
 Guide to Cluster-Robust Inference" (J. Human Resources, 2015). Checked against statsmodels' cluster-robust OLS
@@ -137,6 +139,8 @@ class PairedDiff:
     #: Agresti-Min's adjusted difference, the centre of the interval and of the tests.
     centre: float
     level: float = LEVEL
+    #: The design effect a non-inferiority test assumes: at least the differences' own and the answers' own.
+    null_deff: float = 1.0
 
     def p_drop_over(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
@@ -144,11 +148,34 @@ class PairedDiff:
             return 1.0
         return t_cdf((self.centre + margin) / self.se, self.df)
 
-    def drop_upper(self, alpha: float) -> float:
-        """One-sided (1 - alpha) upper confidence bound of the drop (the compared run's accuracy minus this one's)."""
+    def p_drop_under(self, margin: float) -> float:
+        """One-sided p-value of 'the drop is at least ``margin``' (small when the data show a smaller drop).
+
+        The non-inferiority test is score-type: its variance is the one where the hypothesis holds (regressions
+        raised to the improvements plus ``margin``), with the design effect ``null_deff``: a drop the data have
+        not shown yet would share its items' fate as their answers do. A test with the observed variance passes
+        a real drop far too often when items are few and repeat across cells: most samples of 20 questions hold
+        none of the few that fall, and then show a small drop with a small variance (``sim_gate.py --shown``).
+        """
         if self.pairs == 0:
             return 1.0
-        return min(1.0, -self.centre + t_quantile(1 - alpha, self.df) * self.se)
+        n, drop = self.pairs, -self.diff
+        regressed = max(self.regressed / n, self.improved / n + margin)
+        variance = max(2 * regressed - margin - margin * margin, 0.0) * self.null_deff / n
+        if variance <= 0.0:
+            return 0.0 if drop < margin else 1.0
+        return t_cdf((drop - margin) / math.sqrt(variance), self.df)
+
+    def drop_upper(self, alpha: float) -> float:
+        """One-sided (1 - alpha) upper confidence bound of the drop (the compared run's accuracy minus this one's):
+        the smallest margin that :meth:`p_drop_under` shows the drop to be under, at ``alpha``."""
+        if self.pairs == 0 or self.p_drop_under(1.0) > alpha:
+            return 1.0
+        low, high = -self.diff, 1.0  # the test never passes at a margin under the observed drop
+        for _ in range(50):
+            middle = (low + high) / 2
+            low, high = (low, middle) if self.p_drop_under(middle) <= alpha else (middle, high)
+        return high
 
     def drop_lower(self, alpha: float) -> float:
         """One-sided (1 - alpha) lower confidence bound of the drop."""
@@ -182,8 +209,18 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
     half = t_quantile(1 - (1 - level) / 2, df) * se
     z = centre / se
     p_value = min(1.0, 2 * min(t_cdf(z, df), t_cdf(-z, df)))
+    null_deff = max(deff, _outcome_deff(now, clusters), _outcome_deff(before, clusters))
     return PairedDiff(n, g, regressed, improved, diff, max(-1.0, centre - half), min(1.0, centre + half), se, deff,
-                      df, p_value, centre, level)
+                      df, p_value, centre, level, null_deff)
+
+
+def _outcome_deff(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float:
+    """The design effect of one run's answers (right or wrong) over its clusters."""
+    values = [1.0 if o else 0.0 for o in outcomes]
+    sums, sizes = cluster_totals(values, clusters)
+    n, k = len(values), int(sum(values))
+    p = k / n
+    return _deff(cr1_variance(sums, sizes, p), p * (1 - p) / n, n, len(sums), 0 < k < n)
 
 
 def icc(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float | None:

@@ -206,7 +206,7 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
         return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x:g} (point)"}
     if threshold.reading == "shown":
         upper = diff.drop_upper(alpha)
-        if upper < x:
+        if diff.p_drop_under(x) < alpha:
             return {**out, "words": f"{said}: shown below {x:g} (upper bound {upper:+.3f})"}
         needs = ""
         if drop < x:
