@@ -81,16 +81,16 @@ class LongctxRun:
 
     @property
     def record(self) -> dict[str, Any]:
-        path = self.report_dir / "longctx.json"
-        assert path.is_file(), f"no run record written:\n{self.result.stdout.str()}\n{self.result.stderr.str()}"
-        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-        return data
+        return self._read("longctx.json", "run record")
 
     @property
     def plan_record(self) -> dict[str, Any]:
         """A plan's record (``longctx-plan.json``: a plan leaves the run record alone)."""
-        path = self.report_dir / "longctx-plan.json"
-        assert path.is_file(), f"no plan record written:\n{self.result.stdout.str()}\n{self.result.stderr.str()}"
+        return self._read("longctx-plan.json", "plan record")
+
+    def _read(self, name: str, what: str) -> dict[str, Any]:
+        path = self.report_dir / name
+        assert path.is_file(), f"no {what} written:\n{self.result.stdout.str()}\n{self.result.stderr.str()}"
         data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
         return data
 

@@ -82,6 +82,11 @@ def fmt_value(value: Any) -> str:
     return str(number)
 
 
+def p_number(p: float) -> str:
+    """A p-value's number: three significant digits, '<0.0001' rather than a '0' too small to print."""
+    return "<0.0001" if p < 1e-4 else f"{p:.3g}"
+
+
 def is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 

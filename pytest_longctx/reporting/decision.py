@@ -12,7 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.reporting.charts import esc
+from pytest_longctx.reporting.charts import esc, p_number
+from pytest_longctx.util.words import plural
 
 
 @dataclass
@@ -24,18 +25,12 @@ class Block:
     verdicts: list[tuple[str, str]] = field(default_factory=list)  # (verdict, words)
 
 
-def _plural(unit: str, n: int) -> str:
-    if n == 1:
-        return unit
-    return unit[:-1] + "ies" if unit.endswith("y") and not unit.endswith("ey") else unit + "s"
-
-
 def _accuracy(entry: Mapping[str, Any]) -> str:
     p = entry["pooled"]
     unit = entry.get("unit", "trial")
     errors = f", {entry['errors']} errors" if entry.get("errors") else ""
     units = ("each its own unit of evidence" if unit == "trial"
-             else f"{p['clusters']:,} {_plural(unit, p['clusters'])}")
+             else f"{p['clusters']:,} {plural(unit, p['clusters'])}")
     return f"accuracy {p['accuracy']:.3f} [{p['low']:.3f}, {p['high']:.3f}] over {p['n']:,} trials, {units}{errors}"
 
 
@@ -56,7 +51,8 @@ def _length(found: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -
 
 def p_text(p: float) -> str:
     """A p-value as people read it: three significant digits, and no '0' for one too small to print."""
-    return "p<0.0001" if p < 1e-4 else f"p={p:.3g}"
+    number = p_number(p)
+    return f"p{number}" if number.startswith("<") else f"p={number}"
 
 
 def _versus(vs: Mapping[str, Any] | None, detectable: Mapping[str, Any] | None) -> list[str]:

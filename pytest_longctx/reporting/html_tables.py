@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_longctx.reporting.chance import mark
-from pytest_longctx.reporting.charts import esc
+from pytest_longctx.reporting.charts import esc, p_number
 from pytest_longctx.results.gating import cell_verdict
 
 #: Misses and errors listed per experiment; the rest stay in the embedded record / longctx.json.
@@ -32,10 +32,8 @@ def num(value: Any, spec: str = ".3f") -> str:
 
 
 def pnum(value: Any) -> str:
-    """A p-value in a table: three significant digits, '<0.0001' rather than a '0' too small to print."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 1e-4:
-        return "<0.0001"
-    return num(value, ".3g")
+    """A p-value in a table (see :func:`p_number`); '–' when there is none."""
+    return p_number(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else "–"
 
 
 def param_keys(cells: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -28,6 +28,7 @@ from pytest_longctx.results.gating import (
     describe_cells,
 )
 from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
+from pytest_longctx.util.words import plural
 
 Cell = dict[str, Any]
 
@@ -115,8 +116,9 @@ def _check(threshold: Threshold, inputs: GateInputs) -> dict[str, Any]:
     scored = inputs.scored(matched)  # every selector's pooled accuracy, and its paired difference when compared
     pooled = pooled_accuracy([t["outcome"] == "correct" for t in scored], [str(t.get("cluster")) for t in scored])
     out["pooled"] = pooled.to_json()
-    if inputs.comparison is not None:
-        out["vs"] = inputs.comparison.diff(cell_in({c["key"] for c in matched})).to_json()
+    vs = inputs.comparison.diff(cell_in({c["key"] for c in matched})) if inputs.comparison is not None else None
+    if vs is not None:
+        out["vs"] = vs.to_json()
     if threshold.each:
         return _each(threshold, matched, inputs, out)
     if threshold.kind == "min-effective-length":
@@ -124,14 +126,13 @@ def _check(threshold: Threshold, inputs: GateInputs) -> dict[str, Any]:
     unit = inputs.unit(matched)
     if threshold.kind == "min":
         return _judge_min(threshold, pooled, unit, inputs, out, f"{len(matched)} cell{'s' * (len(matched) != 1)}")
-    assert inputs.comparison is not None
-    diff = inputs.comparison.diff(cell_in({c["key"] for c in matched}))
-    if diff.pairs == 0:
+    assert inputs.comparison is not None and vs is not None
+    if vs.pairs == 0:
         why = inputs.comparison.pairing.summary()["unpaired_here"]
         reasons = "; ".join(f"{n} {r}" for r, n in why.items()) or "no trials"
         return _error(out, f"threshold {quoted}: no trial of its {len(matched)} cells paired with the compared "
                            f"run ({reasons}): the same seed, protocol and items are needed")
-    return _judge_drop(threshold, diff, unit, inputs, out)
+    return _judge_drop(threshold, vs, unit, inputs, out)
 
 
 def _error(out: dict[str, Any], words: str) -> dict[str, Any]:
@@ -143,13 +144,7 @@ def _too_few(threshold: Threshold, clusters: int, unit: str, out: dict[str, Any]
     if clusters >= need:
         return None
     return {**out, "verdict": "too-few", "clusters": clusters,
-            "words": f"{clusters} {_plural(unit, clusters)} (independent items) < {need}: nothing to decide on"}
-
-
-def _plural(unit: str, n: int) -> str:
-    if n == 1:
-        return unit
-    return unit[:-1] + "ies" if unit.endswith("y") and not unit.endswith("ey") else unit + "s"
+            "words": f"{clusters} {plural(unit, clusters)} (independent items) < {need}: nothing to decide on"}
 
 
 def _needs(clusters: int, factor: float, inputs: GateInputs, out: dict[str, Any]) -> str:
@@ -172,7 +167,7 @@ def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInpu
     if (few := _too_few(threshold, pooled.clusters, unit, out)) is not None:
         return few
     said = (f"pooled accuracy {pooled.accuracy:.3f} [{pooled.low:.3f}, {pooled.high:.3f}] over {where}, "
-            f"{pooled.clusters:,} {_plural(unit, pooled.clusters)}")
+            f"{pooled.clusters:,} {plural(unit, pooled.clusters)}")
     if threshold.reading == "point":
         ok = pooled.accuracy >= a
         return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {a:g} (point)"}
@@ -200,7 +195,7 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
     if (few := _too_few(threshold, diff.clusters, unit, out)) is not None:
         return few
     said = (f"drop {drop:+.3f} (difference {diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]) over "
-            f"{diff.pairs:,} paired trials, {diff.clusters:,} {_plural(unit, diff.clusters)}")
+            f"{diff.pairs:,} paired trials, {diff.clusters:,} {plural(unit, diff.clusters)}")
     if threshold.reading == "point":
         ok = drop <= x + 1e-12
         return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x:g} (point)"}

@@ -11,17 +11,9 @@ from pytest_longctx.results.clustered import icc, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, experiment_is
 from pytest_longctx.results.effective import effective_length
 from pytest_longctx.results.evidence import DEFAULT, Evidence
-from pytest_longctx.results.power import POWER, Assumptions, Design, assumptions_from, detectable_drop
+from pytest_longctx.results.power import POWER, Assumptions, Design, assumptions_from, detectable_drop, gate_level
 
 Trials = Sequence[Mapping[str, Any]]
-
-
-def gate_level(alpha: float, thresholds: Sequence[Any]) -> tuple[float, str]:
-    """The one-sided level a single alarm is tested at in the worst case (Holm's first step), and how it is said."""
-    alarms = sum(1 for t in thresholds if getattr(t, "reading", "alarm") == "alarm")
-    if alarms <= 1:
-        return alpha, f"alpha {alpha}"
-    return alpha / alarms, f"alpha {alpha} / {alarms} alarms"
 
 
 def effective_lengths(trials: Trials, declared: Mapping[str, Evidence], threshold: float,
@@ -73,25 +65,22 @@ def _post_hoc(comparison: Comparison | None, experiment: str, outcomes: Sequence
     """This run's own accuracy and intra-item correlation; the observed discordance when it was compared."""
     if comparison is not None:
         base = assumptions_from(comparison.baseline, experiment)
+        accuracy, rho = base.accuracy, base.icc
+        said = ["accuracy and intra-item correlation from the compared run"]
     else:
         base = Assumptions()
-    rho = icc(outcomes, clusters)
-    said = ["accuracy and intra-item correlation from the compared run" if comparison is not None
-            else "accuracy from this run"]
-    accuracy = base.accuracy if comparison is not None else (sum(outcomes) / len(outcomes) if outcomes else 0.85)
-    if comparison is None:
-        said.append(f"intra-item correlation {rho:.2f} from this run" if rho is not None
-                    else f"intra-item correlation {base.icc} (stated default)")
-    else:
-        rho = base.icc
+        accuracy = sum(outcomes) / len(outcomes) if outcomes else 0.85
+        measured = icc(outcomes, clusters)
+        rho = measured if measured is not None else base.icc
+        said = ["accuracy from this run", f"intra-item correlation {measured:.2f} from this run"
+                if measured is not None else f"intra-item correlation {base.icc} (stated default)"]
     discordance = base.discordance
     if compared is not None and compared.pairs:
         # at least one discordant item's worth: the test's own half pseudo-pairs keep it from seeing less
-        floor = design.deff(rho if rho is not None else base.icc) / max(compared.pairs, 1)
+        floor = design.deff(rho) / max(compared.pairs, 1)
         discordance = max((compared.regressed + compared.improved) / compared.pairs, floor)
         said.append(f"discordance {discordance:.3f} observed against the compared run (at least one item's worth)")
     else:
         said.append(f"discordance {discordance} (stated default: two runs of an unchanged model disagree on "
                     f"{discordance:.0%} of items)")
-    return Assumptions(max(min(accuracy, 0.999), 0.001), discordance, rho if rho is not None else base.icc,
-                       "; ".join(said))
+    return Assumptions(max(min(accuracy, 0.999), 0.001), discordance, rho, "; ".join(said))

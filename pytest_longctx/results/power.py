@@ -20,6 +20,7 @@ from typing import Any
 
 from pytest_longctx.results.aggregate import cell_key
 from pytest_longctx.results.clustered import cluster_totals, icc, pooled_accuracy, weighted_cluster_size
+from pytest_longctx.results.compare import experiment_is
 from pytest_longctx.results.stats import t_quantile
 
 POWER = 0.8
@@ -54,6 +55,14 @@ class Design:
 
     def deff(self, rho: float) -> float:
         return 1.0 + max(self.per_cluster - 1.0, 0.0) * rho
+
+
+def gate_level(alpha: float, thresholds: Sequence[Any]) -> tuple[float, str]:
+    """The one-sided level a single alarm is tested at in the worst case (Holm's first step), and how it is said."""
+    alarms = sum(1 for t in thresholds if getattr(t, "reading", "alarm") == "alarm")
+    if alarms <= 1:
+        return alpha, f"alpha {alpha}"
+    return alpha / alarms, f"alpha {alpha} / {alarms} alarms"
 
 
 def _required_n(drop: float, design: Design, alpha: float, power: float, a: Assumptions, df: float) -> float:
@@ -192,10 +201,6 @@ class PlanEvidence:
         return found[0], found[1]
 
 
-def _experiment_is(name: str) -> Callable[[str, Mapping[str, Any]], bool]:
-    return lambda experiment, _params: experiment == name
-
-
 def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: Sequence[Any], alpha: float,
                baseline: Mapping[str, Any] | None, detect: float | None,
                cost: Callable[[int, int], float]) -> dict[str, Any]:
@@ -206,8 +211,7 @@ def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: 
     run's record (its accuracy and intra-item correlation replace the stated defaults); ``cost(input, output)``:
     USD at list prices for the model under test.
     """
-    alarms = sum(1 for t in thresholds if getattr(t, "reading", "alarm") == "alarm")
-    level = alpha / max(alarms, 1)
+    level, level_text = gate_level(alpha, thresholds)
 
     def by_item(experiment: str) -> bool:
         found = declared.get(experiment)
@@ -228,7 +232,7 @@ def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: 
     experiments = {}
     for name in evidence.experiments:
         assumptions = assumptions_from(baseline, name)
-        design = evidence.design(_experiment_is(name), by_item)
+        design = evidence.design(experiment_is(name), by_item)
         experiments[name] = {**statement(design, assumptions, evidence.tokens(name), evidence.samples(name)),
                              "assumptions": assumptions.to_json()}
     by_threshold = []
@@ -242,6 +246,5 @@ def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: 
         assumptions = assumptions_from(baseline, names[0]) if len(names) == 1 else Assumptions()
         most = max(evidence.samples(n) for n in names)
         by_threshold.append({"threshold": t.text, **statement(design, assumptions, None, most)})
-    return {"power": POWER, "alpha": round(level, 6),
-            "alpha_text": f"alpha {alpha}" + (f" / {alarms} alarms" if alarms > 1 else ""),
+    return {"power": POWER, "alpha": round(level, 6), "alpha_text": level_text,
             "experiments": experiments, "thresholds": by_threshold}
