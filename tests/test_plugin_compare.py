@@ -187,6 +187,19 @@ def test_compare_and_gate_end_to_end(longctx_runner: Any) -> None:
     assert f"--longctx-samples {check['needs_samples']}" in check["words"]
 
 
+def test_non_inferiority_passes_when_enough_items_show_it(longctx_runner: Any) -> None:
+    """150 items answered alike in both runs: the score test shows the drop below 0.1 (one-sided p ~ 3e-5)."""
+    longctx_runner.pytester.makepyfile(test_yes=YES)
+    base = longctx_runner.run("--longctx-samples", "150", report_dir="base")
+    assert base.ret == 0
+    same = longctx_runner.run("--longctx-samples", "150", "--longctx-compare", str(base.report_dir / "longctx.json"),
+                              "--longctx-threshold", "*:max-drop=0.1/shown", model="fake/perfect")
+    assert same.ret == 0, same.result.stdout.str()
+    check = same.record["gate"]["checks"][0]
+    assert (check["verdict"], check["n"], check["clusters"]) == ("pass", 150, 150)
+    assert "shown below 0.1" in check["words"]
+
+
 def test_compare_with_missing_record_is_a_usage_error(longctx_runner: Any) -> None:
     longctx_runner.pytester.makepyfile(test_yes=YES)
     run = longctx_runner.run("--longctx-compare", "nowhere/longctx.json")

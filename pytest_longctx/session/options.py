@@ -25,7 +25,7 @@ from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD
-from pytest_longctx.results.gating import Threshold, parse_alpha, parse_threshold
+from pytest_longctx.results.gating import DEFAULT_ALPHA, Threshold, parse_alpha, parse_threshold
 
 DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")
@@ -73,9 +73,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               "cells are pooled: e.g. 'experiment=lrt:max-drop=0' (fail when the data show a drop), "
               "'experiment=qa:min=0.6/shown' (fail unless the data show 0.6), "
               "'experiment=lrt:min-effective-length=32000' (see docs/ci-gating.md) (default: none)", is_list=True),
-    OptionDef("alpha", "0.05", "the gate's false-alarm rate: its alarm checks together fail an unchanged model at "
-              "most this often (one-sided tests, Holm across them); 'shown' checks use 1 - alpha bounds "
-              "(default: 0.05)"),
+    OptionDef("alpha", str(DEFAULT_ALPHA), "the gate's false-alarm rate: its alarm checks together fail an "
+              "unchanged model at most this often (one-sided tests, Holm across them); 'shown' checks use 1 - alpha "
+              f"bounds (default: {DEFAULT_ALPHA})"),
     OptionDef("effective-accuracy", str(DEFAULT_THRESHOLD), "accuracy a context length must reach to count toward "
               f"the effective context length (default: {DEFAULT_THRESHOLD}, RULER's bar)"),
     OptionDef("detect", None, "with --longctx-plan: also print the samples and the cost needed to detect a drop "
@@ -141,8 +141,8 @@ class Settings:
     #: --longctx-gc-freeze: freeze the heap after start-up and after collection (``session/heap.py``)
     gc_freeze: bool = True
     #: the gate's family-wise false-alarm rate, the effective length's accuracy bar, the plan's drop to detect
-    alpha: float = 0.05
-    effective_accuracy: float = 0.85
+    alpha: float = DEFAULT_ALPHA
+    effective_accuracy: float = DEFAULT_THRESHOLD
     detect: float | None = None
     rootdir: Path = field(default=Path("."))
 

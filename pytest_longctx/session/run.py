@@ -14,6 +14,7 @@ import pytest
 from pytest_longctx import __version__
 from pytest_longctx.backends import model_note
 from pytest_longctx.errors import UsageError
+from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.compare import Comparison, compare
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
 from pytest_longctx.results.gate import GateInputs, evaluate
@@ -43,11 +44,12 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int,
     declared = declared or {}
     assign_clusters(trials, declared)
     clusters: dict[str, set[str]] = {}
+    keys = CellKeys()
     for t in trials:
         if t["outcome"] != "error":
-            clusters.setdefault(t["experiment"] + "\0" + _canon(t["params"]), set()).add(t["cluster"])
+            clusters.setdefault(keys(t["experiment"], t["params"]), set()).add(t["cluster"])
     for cell in cells:
-        cell["clusters"] = len(clusters.get(cell["experiment"] + "\0" + _canon(cell["params"]), ()))
+        cell["clusters"] = len(clusters.get(cell["key"], ()))
     tokenizers = sorted({t["detail"]["tokenizer"] for t in trials if "tokenizer" in t.get("detail", {})})
     fixtures: dict[str, str] = {}
     for t in trials:
@@ -77,12 +79,6 @@ def build_record(settings: Settings, state: Any, finished: float, workers: int,
         #: experiments not run because their data is not here, each with its one line (what to fetch)
         "missing_data": list(getattr(state, "missing_data", ())),
     }
-
-
-def _canon(params: dict[str, Any]) -> str:
-    import json
-
-    return json.dumps(params, sort_keys=True)
 
 
 def finish_run(session: pytest.Session) -> None:
