@@ -52,15 +52,6 @@ def cr1_variance(sums: Sequence[float], sizes: Sequence[int], mean: float) -> fl
     return g / (g - 1) * sum((s - mean * m) ** 2 for s, m in zip(sums, sizes, strict=True)) / (n * n)
 
 
-def _deff(clustered: float, independent: float, n: int, g: int, varied: bool) -> float:
-    """Design effect, at least 1; the worst case (each cluster one unit) when there is no variation to measure."""
-    if not varied or g < 2:
-        return n / max(g, 1)
-    if independent <= 0 or math.isnan(clustered):
-        return 1.0
-    return max(1.0, clustered / independent)
-
-
 @dataclass(frozen=True)
 class Pooled:
     """Pooled accuracy of trials grouped into clusters, with a cluster-aware interval."""
@@ -106,19 +97,18 @@ def _score_p(pooled: Pooled, value: float, *, below: bool) -> float:
 
 def pooled_accuracy(outcomes: Sequence[bool], clusters: Sequence[Hashable], level: float = LEVEL) -> Pooled:
     """Accuracy of scored trials (True = correct) with a ``level`` interval that counts clusters, not trials."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, pooled_rows
+
     n = len(outcomes)
     if n == 0:
         return Pooled(0, 0, 0, 0.0, 0.0, 1.0, 1.0, 0.0, math.inf, level)
-    values = [1.0 if o else 0.0 for o in outcomes]
-    sums, sizes = cluster_totals(values, clusters)
-    g = len(sums)
-    k = int(sum(values))
-    p = k / n
-    deff = _deff(cr1_variance(sums, sizes, p), p * (1 - p) / n, n, g, 0 < k < n)
-    n_eff = n / deff
-    df = float(max(g - 1, 1))
-    low, high = wilson(p * n_eff, n_eff, t_quantile(1 - (1 - level) / 2, df))
-    return Pooled(k, n, g, p, low, high, deff, n_eff, df, level)
+    sums, sizes = cluster_totals([1.0 if o else 0.0 for o in outcomes], clusters)
+    rows = pooled_rows(np.array([sums]), Shape.of(sizes))
+    low, high = rows.interval(level)
+    return Pooled(int(rows.correct[0]), n, len(sizes), float(rows.accuracy[0]), float(low[0]), float(high[0]),
+                  float(rows.deff[0]), float(rows.n_eff[0]), float(rows.df[0]), level)
 
 
 @dataclass(frozen=True)
@@ -190,37 +180,30 @@ class PairedDiff:
 def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Sequence[Hashable],
                       level: float = LEVEL) -> PairedDiff:
     """This run's accuracy minus the compared run's on the same items (``now[i]`` and ``before[i]`` are one pair)."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, paired_rows
+
     n = len(now)
     if n == 0:
         return PairedDiff(0, 0, 0, 0, 0.0, -1.0, 1.0, math.inf, 1.0, math.inf, 1.0, 0.0, level)
     d = [float(a) - float(b) for a, b in zip(now, before, strict=True)]
     regressed = sum(1 for x in d if x < 0)
     improved = sum(1 for x in d if x > 0)
-    diff = (improved - regressed) / n
     sums, sizes = cluster_totals(d, clusters)
-    g = len(sums)
-    deff = _deff(cr1_variance(sums, sizes, diff), ((regressed + improved) / n - diff * diff) / n, n, g,
-                 regressed + improved > 0)
-    # Agresti-Min on the effective counts: half a pseudo-pair in each of the four cells.
-    b, c, m = regressed / deff + 0.5, improved / deff + 0.5, n / deff + 2
-    centre = (c - b) / m
-    se = math.sqrt(max((b + c) / m - centre * centre, 0.0) / m)
-    df = float(max(g - 1, 1))
-    half = t_quantile(1 - (1 - level) / 2, df) * se
+    rows = paired_rows(np.array([sums]), np.array([regressed]), np.array([improved]), Shape.of(sizes))
+    low, high = rows.interval(level)
+    centre, se, df = float(rows.centre[0]), float(rows.se[0]), float(rows.df[0])
     z = centre / se
     p_value = min(1.0, 2 * min(t_cdf(z, df), t_cdf(-z, df)))
-    null_deff = max(deff, _outcome_deff(now, clusters), _outcome_deff(before, clusters))
-    return PairedDiff(n, g, regressed, improved, diff, max(-1.0, centre - half), min(1.0, centre + half), se, deff,
-                      df, p_value, centre, level, null_deff)
+    null_deff = max(float(rows.deff[0]), _outcome_deff(now, clusters), _outcome_deff(before, clusters))
+    return PairedDiff(n, len(sizes), regressed, improved, float(rows.diff[0]), float(low[0]), float(high[0]), se,
+                      float(rows.deff[0]), df, p_value, centre, level, null_deff)
 
 
 def _outcome_deff(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float:
     """The design effect of one run's answers (right or wrong) over its clusters."""
-    values = [1.0 if o else 0.0 for o in outcomes]
-    sums, sizes = cluster_totals(values, clusters)
-    n, k = len(values), int(sum(values))
-    p = k / n
-    return _deff(cr1_variance(sums, sizes, p), p * (1 - p) / n, n, len(sums), 0 < k < n)
+    return pooled_accuracy(outcomes, clusters).deff
 
 
 def icc(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float | None:
