@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from pytest_longctx.results.stats import t_cdf, t_quantile, wilson
 
@@ -84,15 +85,20 @@ class Pooled:
 
 
 def _score_p(pooled: Pooled, value: float, *, below: bool) -> float:
+    """The score test :meth:`Pooled.bounds` inverts (:meth:`robust.PooledRows.p_below`), either side."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import PooledRows
+
     if pooled.n == 0:
         return 1.0
-    p, n_eff = pooled.accuracy, pooled.n_eff
-    spread = math.sqrt(value) * math.sqrt(1 - value) / math.sqrt(n_eff)  # no underflow for tiny values
-    if spread <= 0.0:  # at 0 or 1 the score test's variance vanishes: the data show it or they cannot
-        shown = p > value if not below else p < value
-        return 0.0 if shown else 1.0
-    z = (p - value) / spread
-    return t_cdf(z, pooled.df) if below else t_cdf(-z, pooled.df)
+    p = pooled.accuracy if below else 1.0 - pooled.accuracy
+
+    def one(x: float) -> Any:
+        return np.array([x])
+
+    rows = PooledRows(one(0.0), one(p), one(pooled.deff), one(pooled.n_eff), one(pooled.df))
+    return float(rows.p_below(value if below else 1.0 - value)[0])
 
 
 def pooled_accuracy(outcomes: Sequence[bool], clusters: Sequence[Hashable], level: float = LEVEL) -> Pooled:

@@ -147,6 +147,16 @@ class PooledRows:
         """One-sided ``1 - alpha`` lower and upper bounds."""
         return wilson(self.accuracy, self.n_eff, t_ppf(1 - alpha, self.df))
 
+    def p_below(self, value: float | Array) -> Array:
+        """One-sided score p of 'accuracy >= value' (small when the data show it below): the test
+        :meth:`bounds`' lower bound inverts."""
+        v = np.asarray(value, dtype=float)
+        spread = np.sqrt(v * (1 - v) / self.n_eff)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = (self.accuracy - v) / spread
+        at_edge = np.where(self.accuracy < v, 0.0, 1.0)
+        return np.asarray(np.where(spread > 0, t_cdf(z, self.df), at_edge))
+
 
 def pooled_rows(correct_sums: Array, shape: Shape) -> PooledRows:
     """Pooled accuracy from each row's right answers per cluster (``(B, G)``)."""
