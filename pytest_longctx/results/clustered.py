@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.results.stats import t_cdf, t_quantile, wilson
+from pytest_longctx.results.stats import t_cdf
 
 LEVEL = 0.95
 
@@ -67,38 +67,28 @@ class Pooled:
     n_eff: float
     df: float
     level: float = LEVEL
+    #: The estimator's row (:class:`~pytest_longctx.results.robust.PooledRows`): the test the bounds invert.
+    rows: Any = field(default=None, repr=False, compare=False)
 
     def p_below(self, value: float) -> float:
         """One-sided p-value of 'accuracy >= value' (small when the data show the accuracy is below it)."""
-        return _score_p(self, value, below=True)
+        return 1.0 if self.rows is None else float(self.rows.p_below(value)[0])
 
     def p_above(self, value: float) -> float:
         """One-sided p-value of 'accuracy <= value' (small when the data show the accuracy is above it)."""
-        return _score_p(self, value, below=False)
+        return 1.0 if self.rows is None else float(self.rows.p_above(value)[0])
 
     def bounds(self, alpha: float) -> tuple[float, float]:
-        """One-sided (1 - alpha) lower and upper confidence bounds."""
-        return wilson(self.accuracy * self.n_eff, self.n_eff, t_quantile(1 - alpha, self.df))
+        """One-sided (1 - alpha) lower and upper confidence bounds (where :meth:`p_above` and :meth:`p_below`
+        reach ``alpha``)."""
+        if self.rows is None:
+            return 0.0, 1.0
+        low, high = self.rows.bounds(alpha)
+        return float(low[0]), float(high[0])
 
     def to_json(self) -> dict[str, float | int]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-
-
-def _score_p(pooled: Pooled, value: float, *, below: bool) -> float:
-    """The score test :meth:`Pooled.bounds` inverts (:meth:`robust.PooledRows.p_below`), either side."""
-    import numpy as np
-
-    from pytest_longctx.results.robust import PooledRows
-
-    if pooled.n == 0:
-        return 1.0
-    p = pooled.accuracy if below else 1.0 - pooled.accuracy
-
-    def one(x: float) -> Any:
-        return np.array([x])
-
-    rows = PooledRows(one(0.0), one(p), one(pooled.deff), one(pooled.n_eff), one(pooled.df))
-    return float(rows.p_below(value if below else 1.0 - value)[0])
+        return {f: (round(v, 6) if isinstance(v, float) else v) for f in self.__dataclass_fields__ if f != "rows"
+                for v in [getattr(self, f)]}
 
 
 def pooled_accuracy(outcomes: Sequence[bool], clusters: Sequence[Hashable], level: float = LEVEL) -> Pooled:
@@ -114,7 +104,7 @@ def pooled_accuracy(outcomes: Sequence[bool], clusters: Sequence[Hashable], leve
     rows = pooled_rows(np.array([sums]), Shape.of(sizes))
     low, high = rows.interval(level)
     return Pooled(int(rows.correct[0]), n, len(sizes), float(rows.accuracy[0]), float(low[0]), float(high[0]),
-                  float(rows.deff[0]), float(rows.n_eff[0]), float(rows.df[0]), level)
+                  float(rows.deff[0]), float(rows.n_eff[0]), float(rows.df[0]), level, rows)
 
 
 @dataclass(frozen=True)
@@ -137,12 +127,14 @@ class PairedDiff:
     level: float = LEVEL
     #: The design effect a non-inferiority test assumes: at least the differences' own and the answers' own.
     null_deff: float = 1.0
+    #: The estimator's row (:class:`~pytest_longctx.results.robust.PairedRows`): the test the bounds invert.
+    rows: Any = field(default=None, repr=False, compare=False)
 
     def p_drop_over(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
-        if self.pairs == 0:
+        if self.pairs == 0 or self.rows is None:
             return 1.0
-        return t_cdf((self.centre + margin) / self.se, self.df)
+        return float(self.rows.p_drop_over(margin)[0])
 
     def p_drop_under(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at least ``margin``' (small when the data show a smaller drop).
@@ -175,12 +167,13 @@ class PairedDiff:
 
     def drop_lower(self, alpha: float) -> float:
         """One-sided (1 - alpha) lower confidence bound of the drop."""
-        if self.pairs == 0:
+        if self.pairs == 0 or self.rows is None:
             return -1.0
-        return max(-1.0, -self.centre - t_quantile(1 - alpha, self.df) * self.se)
+        return float(self.rows.drop_lower(alpha)[0])
 
     def to_json(self) -> dict[str, float | int]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {f: (round(v, 6) if isinstance(v, float) else v) for f in self.__dataclass_fields__ if f != "rows"
+                for v in [getattr(self, f)]}
 
 
 def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Sequence[Hashable],
@@ -200,11 +193,11 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
     rows = paired_rows(np.array([sums]), np.array([regressed]), np.array([improved]), Shape.of(sizes))
     low, high = rows.interval(level)
     centre, se, df = float(rows.centre[0]), float(rows.se[0]), float(rows.df[0])
-    z = centre / se
+    z = float(rows.statistic(np.zeros(1))[0])
     p_value = min(1.0, 2 * min(t_cdf(z, df), t_cdf(-z, df)))
     null_deff = max(float(rows.deff[0]), _outcome_deff(now, clusters), _outcome_deff(before, clusters))
     return PairedDiff(n, len(sizes), regressed, improved, float(rows.diff[0]), float(low[0]), float(high[0]), se,
-                      float(rows.deff[0]), df, p_value, centre, level, null_deff)
+                      float(rows.deff[0]), df, p_value, centre, level, null_deff, rows)
 
 
 def _outcome_deff(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float:
