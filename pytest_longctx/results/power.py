@@ -36,6 +36,8 @@ from pytest_longctx.results.compare import experiment_is
 from pytest_longctx.results.stats import t_quantile
 
 POWER = 0.8
+#: The share of the paired test's null-imposed variance a power statement counts (see :attr:`Design.null_term`).
+NULL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,20 @@ class Design:
         return float(satterthwaite_df(Shape.of(list(self.sizes)), np.array([rho]))[0])
 
     @property
+    def null_term(self) -> float:
+        """``NULL_SHARE * sum_g n_g^2 / (1 - h_g) / N^2``: what the paired test's variance gains per squared
+        difference when it takes the residuals at the null (the whole of it is about ``1 / G'``, and the test never
+        rejects when ``t^2`` times it reaches 1). Under a drop the residuals at the null are partly the drop's own
+        spread, which the other terms count already: ``benchmarks/sim_family.py`` found a quarter of it right (the
+        whole made the plan 1.3-1.6 times too cautious, none of it too bold with few items)."""
+        if not self.sizes or self.trials == 0:
+            return NULL_SHARE / max(self.effective_items - 1.0, 1.0)
+        n = float(self.trials)
+        if len(self.sizes) < 2:
+            return 1.0
+        return NULL_SHARE * sum(m * m / (1.0 - m / n) for m in self.sizes) / (n * n)
+
+    @property
     def effective_items(self) -> float:
         """``N / m``: the items the design counts as if all were of one size."""
         return self.trials / max(self.per_cluster, 1.0)
@@ -100,16 +116,21 @@ def gate_level(alpha: float, thresholds: Sequence[Any]) -> tuple[float, str]:
     return alpha / alarms, f"alpha {alpha} / {alarms} alarms"
 
 
-def _required_n(drop: float, design: Design, alpha: float, power: float, a: Assumptions, df: float) -> float:
+def _required_n(drop: float, design: Design, alpha: float, power: float, a: Assumptions, df: float,
+                scale_trials: float | None = None) -> float:
     """Paired trials needed for a diffuse ``drop`` at this design's shape (its clusters scaled with its trials).
 
     The gate's test divides the observed difference by its *estimated* standard error, which under a drop D is
-    the one of ``delta0 + D - D^2`` discordance: a Wald test, so both quantiles multiply that one error.
+    the one of ``delta0 + D - D^2`` discordance plus the null's share (``D^2`` times the design's null term): both
+    quantiles multiply that one error. ``scale_trials``: the trials of a design scaled from this one.
     """
+    scale_trials = float(design.trials) if scale_trials is None else scale_trials
     deff = design.deff(a.diff_icc)
-    spread = (t_quantile(1 - alpha, df) + t_quantile(power, df)) * math.sqrt(
-        deff * max(a.discordance + drop - drop * drop, 1e-12))
-    return (spread / drop) ** 2
+    quantiles = t_quantile(1 - alpha, df) + t_quantile(power, df)
+    room = 1.0 - quantiles * quantiles * design.null_term * design.trials / max(scale_trials, 1.0)
+    if room <= 0:
+        return math.inf  # too few effective items: the test at the null never rejects
+    return quantiles * quantiles * deff * max(a.discordance + drop - drop * drop, 1e-12) / (drop * drop * room)
 
 
 def detectable_drop(design: Design, alpha: float, a: Assumptions, power: float = POWER) -> float | None:
@@ -143,7 +164,7 @@ def concentrated_power(share: float, design: Design, alpha: float, a: Assumption
     if spread <= 0:
         return 1.0
     df = design.df(a.diff_icc)
-    ncp = share * acc / math.sqrt(spread / g)
+    ncp = share * acc / math.sqrt(spread / g + (share * acc) ** 2 * design.null_term)
     return float(nct.sf(t_quantile(1 - alpha, df), df, ncp))
 
 
@@ -180,7 +201,7 @@ def samples_for(drop: float, design: Design, samples: int, alpha: float, a: Assu
     def enough(s: int) -> bool:
         scale = s / samples
         df = max((base_df + 1) * scale - 1, 1.0)
-        return _required_n(drop, design, alpha, power, a, df) <= design.trials * scale
+        return _required_n(drop, design, alpha, power, a, df, design.trials * scale) <= design.trials * scale
 
     if not enough(most):
         return None
