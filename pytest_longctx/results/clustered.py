@@ -202,7 +202,12 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
 
 def _outcome_deff(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float:
     """The design effect of one run's answers (right or wrong) over its clusters."""
-    return pooled_accuracy(outcomes, clusters).deff
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, pooled_rows
+
+    sums, sizes = cluster_totals([1.0 if o else 0.0 for o in outcomes], clusters)
+    return float(pooled_rows(np.array([sums]), Shape.of(sizes)).deff[0])
 
 
 def icc(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float | None:
