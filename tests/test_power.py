@@ -145,3 +145,40 @@ def pytest_longctx_evidence():
     assert "power: the smallest drop detected with power 0.8" in out
     assert "planned: 90 trials, 30 independent items: a drop of" in out
     assert f"needs --longctx-samples {planned['detect']['samples']:,} (now 30)" in out
+
+
+def _record(outcomes: list[bool], clusters: list[str]) -> dict[str, Any]:
+    from pytest_longctx.results.aggregate import Aggregator
+
+    agg = Aggregator()
+    for i, (right, cluster) in enumerate(zip(outcomes, clusters, strict=True)):
+        agg.add({"nodeid": f"n{i}", "experiment": "qa", "params": {"cell": i % 4}, "sample": i, "item": cluster,
+                 "cluster": cluster, "outcome": "correct" if right else "incorrect"})
+    return {"schema": "pytest-longctx/run", "version": 2, "settings": {"seed": 0, "model": "m"},
+            "cells": agg.cells(), "trials": agg.trials}
+
+
+def test_what_a_run_could_detect_never_comes_from_the_candidates_difference() -> None:
+    """Against one baseline, a candidate that lost 75 points and one that lost nothing get the same statement:
+    it describes the design and the baseline."""
+    from pytest_longctx.results.compare import compare
+    from pytest_longctx.results.overview import overview
+
+    rng = np.random.default_rng(3)
+    clusters = [f"q{i % 40}" for i in range(160)]
+    base = _record((rng.random(160) < 0.85).tolist(), clusters)
+    said = []
+    for right in (rng.random(160) < 0.1, rng.random(160) < 0.85):
+        now = _record(right.tolist(), clusters)
+        comparison, _ = compare(now["cells"], now["trials"], base, now["settings"])
+        found = overview(now["trials"], {"qa": Evidence("qa", "item")}, comparison=comparison, alpha=0.05)
+        said.append(found["qa"]["detectable"])
+    assert said[0] == said[1] and said[0]["drop"] is not None and said[0]["concentrated"]["items"] >= 2
+
+
+def test_a_compared_baseline_gives_the_disagreements_correlation() -> None:
+    trials = [{"experiment": "qa", "outcome": "correct", "cluster": f"q{q}"} for q in range(10) for _ in range(5)]
+    compared = {"trials": trials, "comparison": {"experiments": {"qa": {"pairs": 50, "regressed": 4, "improved": 1,
+                                                                         "deff": 2.0}}}}
+    found = assumptions_from(compared, "qa")
+    assert found.diff_icc == pytest.approx((2.0 - 1) / (5 - 1)) and "from its own comparison" in found.source
