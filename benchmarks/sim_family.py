@@ -66,7 +66,9 @@ class Layout:
     @classmethod
     def of(cls, name: str, sizes: list[int], cells: list[int], seed: int) -> Layout:
         """``sizes[g]`` trials of item g over ``cells[g]`` cells (a block of items shares its cells)."""
-        items, cell_of, offsets = [], [], {}
+        items: list[int] = []
+        cell_of: list[int] = []
+        offsets: dict[int, int] = {}
         for g, (n, c) in enumerate(zip(sizes, cells, strict=True)):
             base = offsets.setdefault(c, len(offsets) * 1000)
             items += [g] * n

@@ -67,8 +67,8 @@ def test_samples_for_a_drop_inverts_the_detectable_drop() -> None:
     assert samples_for(0.9, design, 20, 0.05, a) is None  # more than the accuracy there is to lose
     few = Design.of([str(i % 20) for i in range(2000)])  # 20 items asked 100 times each
     # a diffuse drop's power follows the differences' correlation, not the answers'
-    assert (detectable_drop(few, 0.05, Assumptions(diff_icc=0.9))
-            > 2 * detectable_drop(few, 0.05, Assumptions(diff_icc=0)))
+    clustered, spread = (detectable_drop(few, 0.05, Assumptions(diff_icc=r)) for r in (0.9, 0.0))
+    assert clustered is not None and spread is not None and clustered > 2 * spread
     assert detectable_drop(few, 0.05, Assumptions(icc=0.9)) == detectable_drop(few, 0.05, Assumptions(icc=0.0))
 
 
