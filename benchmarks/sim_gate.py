@@ -237,7 +237,9 @@ def mde_table(args: argparse.Namespace) -> None:
                     break
             simulated = _crossing(drops[:len(powers)], powers, 0.8)
             design = Design.of([str(c) for c in layout.cluster.tolist()])
-            plan = detectable_drop(design, args.alpha, Assumptions(args.accuracy, 2 * args.flip * (1 - args.flip), icc))
+            # the flips (and the drop) share an item's fate as its answers do: the differences' correlation is icc
+            plan = detectable_drop(design, args.alpha, Assumptions(args.accuracy, 2 * args.flip * (1 - args.flip), icc,
+                                                                   diff_icc=icc))
             ratio = f"{plan / simulated:8.2f}" if plan and simulated else "       -"
             print(f"  {name:10} {icc:4.1f} {design.trials:6d} {design.clusters:5d}  "
                   f"{_fmt(simulated):>9}  {_fmt(plan):>6}  {ratio}", flush=True)

@@ -89,7 +89,7 @@ def test_wrong_model_against_perfect_baseline_drops_significantly(project: Any) 
     for cell in record["cells"]:
         assert cell["compare"] == {**cell["compare"], "baseline_accuracy": 1.0, "diff": -1.0, "regressed": 10,
                                    "improved": 0, "paired": 10, "significant_drop": True}
-        assert cell["compare"]["p_holm"] == pytest.approx(4 * 2 / 2**10)  # exact McNemar, Holm over 4 cells
+        assert cell["compare"]["p_holm"] == pytest.approx(4 / 2**10)  # one-sided exact McNemar, Holm over 4 cells
         assert cell["checks"] == []  # the threshold pools the cells: its check is the gate's, not a cell's
     assert record["gate"] == {**record["gate"], "status": "fail", "exit_code": 10}
     assert [c["verdict"] for c in record["gate"]["checks"]] == ["fail"]
@@ -111,8 +111,8 @@ def test_wrong_model_against_perfect_baseline_drops_significantly(project: Any) 
 
 
 def test_a_drop_no_cell_shows_alone_fails_the_pooled_gate(project: Any) -> None:
-    """Two pairs a cell: no cell's drop is significant (exact McNemar p = 0.5), but eight paired files that all
-    regressed are: the pooled alarm fails, the per-cell check (Holm across the cells) cannot."""
+    """Two pairs a cell: no cell's drop is significant (one-sided exact McNemar p = 0.25), but eight paired files
+    that all regressed are: the pooled alarm fails, the per-cell check (Holm across the cells) cannot."""
     baseline = project.run("--longctx-samples", "2", model="fake/perfect")
     compared = str(baseline.report_dir / "longctx.json")
     run = project.run("--longctx-samples", "2", "--longctx-compare", compared, "--longctx-threshold", DROP_GATE,
@@ -122,9 +122,10 @@ def test_a_drop_no_cell_shows_alone_fails_the_pooled_gate(project: Any) -> None:
     assert record["comparison"]["significant_drops"] == 0
     for cell in record["cells"]:
         assert cell["compare"]["diff"] == -1.0 and cell["compare"]["regressed"] == 2
-        assert cell["compare"]["p_value"] == 0.5 and not cell["compare"]["significant_drop"]
+        assert cell["compare"]["p_value"] == 0.25 and not cell["compare"]["significant_drop"]
     check = record["gate"]["checks"][0]
-    assert (check["verdict"], check["n"], check["clusters"]) == ("fail", 8, 8) and check["p"] < 0.01
+    # the test's variance at the null keeps 8 single items from a tiny p (0.026), not from failing at alpha 0.05
+    assert (check["verdict"], check["n"], check["clusters"]) == ("fail", 8, 8) and check["p"] < 0.05
     page = _html(run)
     text = _text(page)
     assert '<div class="gate fail">' in page

@@ -1,5 +1,5 @@
-"""Comparison with an earlier run: trials paired on items (not sample indexes), exact McNemar per cell with Holm,
-pooled paired differences per experiment, schema-1 records, and gating end to end."""
+"""Comparison with an earlier run: trials paired on items (not sample indexes), one-sided exact McNemar per cell with
+Holm, pooled paired differences per experiment, schema-1 records, and gating end to end."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_significant_drop_per_cell_and_pooled() -> None:
     _, summary = compare(now["cells"], now["trials"], baseline, now["settings"])
     cmp = now["cells"][0]["compare"]
     assert (cmp["paired"], cmp["regressed"], cmp["improved"]) == (10, 9, 0)
-    assert cmp["p_value"] == pytest.approx(2 / 2**9) == cmp["p_holm"]  # 9 discordant pairs, all one way; 1 cell
+    assert cmp["p_value"] == pytest.approx(1 / 2**9) == cmp["p_holm"]  # 9 discordant pairs, all one way (one-sided)
     assert cmp["diff"] == pytest.approx(-0.9) and cmp["significant_drop"] is True
     assert summary["significant_drops"] == 1 and summary["cells_compared"] == 1
     assert (summary["baseline_model"], summary["baseline_seed"], summary["same_seed"]) == ("fake/x", 0, True)
@@ -67,7 +67,7 @@ def test_holm_across_an_experiments_cells() -> None:
     now = _run(_trials("i" * 8, lines=1) + _trials("c" * 8, lines=2) + _trials("c" * 8, lines=3))
     compare(now["cells"], now["trials"], base, now["settings"])
     dropped = next(c for c in now["cells"] if c["params"] == {"lines": 1})["compare"]
-    assert dropped["p_value"] == pytest.approx(2 / 256) and dropped["p_holm"] == pytest.approx(3 * 2 / 256)
+    assert dropped["p_value"] == pytest.approx(1 / 256) and dropped["p_holm"] == pytest.approx(3 / 256)  # one-sided
 
 
 def test_pairing_is_on_items_not_sample_indexes() -> None:
@@ -158,16 +158,17 @@ async def test_yes(longctx):
 
 def test_compare_and_gate_end_to_end(longctx_runner: Any) -> None:
     longctx_runner.pytester.makepyfile(test_yes=YES)
-    base = longctx_runner.run("--longctx-samples", "6", report_dir="base")
+    base = longctx_runner.run("--longctx-samples", "8", report_dir="base")
     assert base.ret == 0
     baseline = str(base.report_dir / "longctx.json")
 
-    # 6 of 6 paired items regressed: exact McNemar p = 2 / 64, and the pooled alarm sees a drop above 0.1
-    worse = longctx_runner.run("--longctx-samples", "6", "--longctx-compare", baseline,
+    # 8 of 8 paired items regressed: one-sided exact McNemar p = 1 / 256, and the pooled alarm sees a drop above 0.1
+    # (with 6 items it cannot: the test's variance at the null leaves too few effective items, p = 0.06)
+    worse = longctx_runner.run("--longctx-samples", "8", "--longctx-compare", baseline,
                                "--longctx-threshold", "*:max-drop=0.1", model="fake/wrong")
     assert worse.ret == 10
     cmp = worse.cell("yes")["compare"]
-    assert (cmp["paired"], cmp["regressed"], cmp["p_value"], cmp["significant_drop"]) == (6, 6, 0.03125, True)
+    assert (cmp["paired"], cmp["regressed"], cmp["p_value"], cmp["significant_drop"]) == (8, 8, 0.00390625, True)
     assert worse.record["comparison"]["significant_drops"] == 1
     assert worse.record["settings"]["compare"] == baseline
     check = worse.record["gate"]["checks"][0]

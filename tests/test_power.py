@@ -48,7 +48,9 @@ def simulated_power(drop: float, items: int, per_item: int, rho: float, runs: in
 @pytest.mark.parametrize(("items", "per_item", "rho"), [(400, 1, 0.0), (40, 10, 0.5)])
 def test_detectable_drop_is_detected_about_80_percent_of_the_time(items: int, per_item: int, rho: float) -> None:
     design = Design.of([str(i) for i in range(items) for _ in range(per_item)])
-    drop = detectable_drop(design, 0.05, Assumptions(0.85, 2 * 0.02 * 0.98, rho))
+    # In this model a drop falls on the items whose shared draw lies in the band: the regressions share their
+    # item's fate as the answers do, so the differences' correlation is rho too.
+    drop = detectable_drop(design, 0.05, Assumptions(0.85, 2 * 0.02 * 0.98, rho, diff_icc=rho))
     assert drop is not None and 0 < drop < 0.3
     power = simulated_power(drop, items, per_item, rho, runs=400, seed=items)
     assert 0.8 - 0.1 <= power <= 0.8 + 0.1, (drop, power)  # 400 runs: a binomial sd of 0.02; the formula is approximate
@@ -64,7 +66,10 @@ def test_samples_for_a_drop_inverts_the_detectable_drop() -> None:
     assert samples_for(drop / 2, design, 20, 0.05, a) > 60  # half the drop: about four times the samples
     assert samples_for(0.9, design, 20, 0.05, a) is None  # more than the accuracy there is to lose
     few = Design.of([str(i % 20) for i in range(2000)])  # 20 items asked 100 times each
-    assert detectable_drop(few, 0.05, Assumptions(icc=0.9)) > 2 * detectable_drop(few, 0.05, Assumptions(icc=0.0))
+    # a diffuse drop's power follows the differences' correlation, not the answers'
+    clustered, spread = (detectable_drop(few, 0.05, Assumptions(diff_icc=r)) for r in (0.9, 0.0))
+    assert clustered is not None and spread is not None and clustered > 2 * spread
+    assert detectable_drop(few, 0.05, Assumptions(icc=0.9)) == detectable_drop(few, 0.05, Assumptions(icc=0.0))
 
 
 def test_assumptions_from_a_compared_run() -> None:
@@ -137,6 +142,43 @@ def pytest_longctx_evidence():
     planned = power["experiments"]["planned"]
     assert (planned["trials"], planned["clusters"], planned["samples"]) == (90, 30, 30)
     assert planned["drop"] is not None and planned["detect"]["samples"] > 30
-    assert "power: the smallest uniform drop detected with power 0.8" in out
+    assert "power: the smallest drop detected with power 0.8" in out
     assert "planned: 90 trials, 30 independent items: a drop of" in out
     assert f"needs --longctx-samples {planned['detect']['samples']:,} (now 30)" in out
+
+
+def _record(outcomes: list[bool], clusters: list[str]) -> dict[str, Any]:
+    from pytest_longctx.results.aggregate import Aggregator
+
+    agg = Aggregator()
+    for i, (right, cluster) in enumerate(zip(outcomes, clusters, strict=True)):
+        agg.add({"nodeid": f"n{i}", "experiment": "qa", "params": {"cell": i % 4}, "sample": i, "item": cluster,
+                 "cluster": cluster, "outcome": "correct" if right else "incorrect"})
+    return {"schema": "pytest-longctx/run", "version": 2, "settings": {"seed": 0, "model": "m"},
+            "cells": agg.cells(), "trials": agg.trials}
+
+
+def test_what_a_run_could_detect_never_comes_from_the_candidates_difference() -> None:
+    """Against one baseline, a candidate that lost 75 points and one that lost nothing get the same statement:
+    it describes the design and the baseline."""
+    from pytest_longctx.results.compare import compare
+    from pytest_longctx.results.overview import overview
+
+    rng = np.random.default_rng(3)
+    clusters = [f"q{i % 40}" for i in range(160)]
+    base = _record((rng.random(160) < 0.85).tolist(), clusters)
+    said = []
+    for right in (rng.random(160) < 0.1, rng.random(160) < 0.85):
+        now = _record(right.tolist(), clusters)
+        comparison, _ = compare(now["cells"], now["trials"], base, now["settings"])
+        found = overview(now["trials"], {"qa": Evidence("qa", "item")}, comparison=comparison, alpha=0.05)
+        said.append(found["qa"]["detectable"])
+    assert said[0] == said[1] and said[0]["drop"] is not None and said[0]["concentrated"]["items"] >= 2
+
+
+def test_a_compared_baseline_gives_the_disagreements_correlation() -> None:
+    trials = [{"experiment": "qa", "outcome": "correct", "cluster": f"q{q}"} for q in range(10) for _ in range(5)]
+    compared = {"trials": trials, "comparison": {"experiments": {"qa": {"pairs": 50, "regressed": 4, "improved": 1,
+                                                                         "deff": 2.0}}}}
+    found = assumptions_from(compared, "qa")
+    assert found.diff_icc == pytest.approx((2.0 - 1) / (5 - 1)) and "from its own comparison" in found.source

@@ -62,12 +62,19 @@ def _versus(vs: Mapping[str, Any] | None, detectable: Mapping[str, Any] | None) 
                    f"paired trials ({vs['regressed']} right->wrong, {vs['improved']} wrong->right), "
                    f"{p_text(vs['p_value'])}")
     if detectable:
-        drop = detectable.get("drop")
-        said = (f"could detect a drop of {drop:.3f} with power {detectable['power']} ({detectable['alpha_text']}, "
-                f"one-sided)" if drop is not None else
-                f"too small to detect any drop with power {detectable['power']} ({detectable['alpha_text']})")
-        out.append(f"{said}; assuming {detectable['assumptions']['source']}")
+        out.append(f"{detectable_words(detectable)}; assuming {detectable['assumptions']['source']}")
     return out
+
+
+def detectable_words(entry: Mapping[str, Any]) -> str:
+    """What a design detects with 80% power, from the design and the baseline alone: a diffuse drop, and the
+    items that must break (concentrated)."""
+    drop, broken = entry.get("drop"), entry.get("concentrated")
+    level = f"power {entry['power']}, {entry['alpha_text']}, one-sided" if "power" in entry else ""
+    diffuse = f"a diffuse drop of {drop:.3f}" if drop is not None else "no diffuse drop"
+    items = (f"{broken['items']} of {entry.get('clusters', '?')} items breaking (a drop of {broken['drop']:.3f})"
+             if broken else "no share of items breaking")
+    return f"the design detects {diffuse}, or {items}" + (f" ({level})" if level else "")
 
 
 def blocks(record: Mapping[str, Any]) -> list[Block]:
@@ -145,20 +152,23 @@ def decision_html(record: Mapping[str, Any]) -> str:
 def power_lines(power: Mapping[str, Any]) -> list[str]:
     """A plan's power statements: what each experiment (and each drop threshold) would detect, and what a drop
     asked with --longctx-detect would need."""
-    lines = [f"power: the smallest uniform drop detected with power {power['power']} at one-sided "
-             f"{power['alpha_text']} (the gate's worst case: Holm's first step)"]
+    lines = [f"power: the smallest drop detected with power {power['power']} at one-sided "
+             f"{power['alpha_text']} (the gate's worst case: Holm's first step), diffuse (every answer a little "
+             f"likelier wrong) and concentrated (items wrong in every cell they are asked in)"]
 
     def said(name: str, entry: Mapping[str, Any]) -> str:
-        drop = entry["drop"]
+        drop, broken = entry["drop"], entry.get("concentrated")
         text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items: "
-                + (f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)"))
+                + (f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)")
+                + (f" diffuse, or {broken['items']} items breaking (a drop of {broken['drop']:.3f})" if broken
+                   else ""))
         found = entry.get("detect")
         if found:
             if found["samples"] is None:
                 text += f"; a drop of {found['drop']} is out of reach"
             else:
                 cost = f" (~${found['cost_usd']:,.2f} at list prices, uncached)" if "cost_usd" in found else ""
-                text += (f"; a drop of {found['drop']} needs --longctx-samples {found['samples']:,} "
+                text += (f"; a diffuse drop of {found['drop']} needs --longctx-samples {found['samples']:,} "
                          f"(now {entry['samples']:,}){cost}, if it has that many distinct items")
         return text
 

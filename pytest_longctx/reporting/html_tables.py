@@ -104,7 +104,7 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
     head = [*keys, "n", "correct", "accuracy", "95% CI", *(["vs chance"] if any(marks) else []), "errors",
             "thresholds"]
     if compared:
-        head += ["baseline", "diff", "p (McNemar; Holm)", "sig. drop"]
+        head += ["baseline", "diff", "p of a drop (one-sided McNemar; Holm)", "sig. drop"]
     rows = []
     for cell, shown in zip(cells, marks, strict=True):
         params = cell.get("params", {})
@@ -126,7 +126,8 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
             tds += _compare_tds(cmp, cell.get("n"))
         row_cls = "fail" if verdict == "fail" or (cmp or {}).get("significant_drop") else ""
         rows.append(f'<tr class="{row_cls}">{"".join(tds)}</tr>')
-    numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff", "p (McNemar; Holm)"}
+    numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff",
+               "p of a drop (one-sided McNemar; Holm)"}
     header = "".join(f'<th class="{"num" if h in numeric else ""}">{esc(h)}</th>' for h in head)
     return (f'<div class="tablebar"><input class="filter" type="search" placeholder="filter rows…" '
             f'aria-label="filter {esc(experiment)} cells"><span class="muted">{len(cells)} cells · click a header '
@@ -150,7 +151,8 @@ def _fell_table(cells: Sequence[Mapping[str, Any]]) -> str:
                     f"<td>{flag}</td></tr>")
     return ('<div class="scroll"><table class="sortable"><thead><tr><th>experiment</th><th>condition</th>'
             '<th class="num">baseline</th><th class="num">now</th><th class="num">diff</th>'
-            '<th class="num">paired trials (right→wrong / wrong→right)</th><th class="num">p (McNemar)</th>'
+            '<th class="num">paired trials (right→wrong / wrong→right)</th>'
+            '<th class="num">p of a drop (one-sided McNemar)</th>'
             '<th class="num">Holm</th><th>flag</th></tr>'
             f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
 
@@ -172,7 +174,7 @@ def comparison_section(record: Mapping[str, Any]) -> str:
              ("same seed", "yes" if comparison.get("same_seed") else "no"),
              ("trials paired", (comparison.get("pairing") or {}).get("paired", "–")),
              ("cells compared", comparison.get("cells_compared")),
-             ("alpha (per cell: exact McNemar, Holm per experiment)", comparison.get("alpha"))]
+             ("alpha (per cell: one-sided exact McNemar, Holm per experiment)", comparison.get("alpha"))]
     dl = "".join(f"<div><dt>{esc(k)}</dt><dd>{esc(v)}</dd></div>" for k, v in facts)
     rows = "".join(
         f"<tr><td>{esc(name)}</td><td class=num>{num(e.get('diff'), '+.3f')}</td><td class=num>"

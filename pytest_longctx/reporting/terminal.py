@@ -93,7 +93,8 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     if record.get("comparison"):
         c = record["comparison"]
         tr.write_line(f"cells vs the compared run: {c['cells_compared']} compared, {c['significant_drops']} with a "
-                      f"significant drop (* : exact McNemar, Holm across each experiment's cells, alpha {c['alpha']})")
+                      f"significant drop (* : one-sided exact McNemar, Holm across each experiment's cells, "
+                      f"alpha {c['alpha']})")
     for line in state.summary_lines:  # the experiments' pytest_longctx_summary_lines, gathered at the finish
         tr.write_line(f"longctx {line}")
     for line in chance_lines(chance):

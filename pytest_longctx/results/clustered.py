@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
-from pytest_longctx.results.stats import t_cdf, t_quantile, wilson
+from pytest_longctx.results.stats import t_cdf
 
 LEVEL = 0.95
 
@@ -52,15 +53,6 @@ def cr1_variance(sums: Sequence[float], sizes: Sequence[int], mean: float) -> fl
     return g / (g - 1) * sum((s - mean * m) ** 2 for s, m in zip(sums, sizes, strict=True)) / (n * n)
 
 
-def _deff(clustered: float, independent: float, n: int, g: int, varied: bool) -> float:
-    """Design effect, at least 1; the worst case (each cluster one unit) when there is no variation to measure."""
-    if not varied or g < 2:
-        return n / max(g, 1)
-    if independent <= 0 or math.isnan(clustered):
-        return 1.0
-    return max(1.0, clustered / independent)
-
-
 @dataclass(frozen=True)
 class Pooled:
     """Pooled accuracy of trials grouped into clusters, with a cluster-aware interval."""
@@ -75,50 +67,44 @@ class Pooled:
     n_eff: float
     df: float
     level: float = LEVEL
+    #: The estimator's row (:class:`~pytest_longctx.results.robust.PooledRows`): the test the bounds invert.
+    rows: Any = field(default=None, repr=False, compare=False)
 
     def p_below(self, value: float) -> float:
         """One-sided p-value of 'accuracy >= value' (small when the data show the accuracy is below it)."""
-        return _score_p(self, value, below=True)
+        return 1.0 if self.rows is None else float(self.rows.p_below(value)[0])
 
     def p_above(self, value: float) -> float:
         """One-sided p-value of 'accuracy <= value' (small when the data show the accuracy is above it)."""
-        return _score_p(self, value, below=False)
+        return 1.0 if self.rows is None else float(self.rows.p_above(value)[0])
 
     def bounds(self, alpha: float) -> tuple[float, float]:
-        """One-sided (1 - alpha) lower and upper confidence bounds."""
-        return wilson(self.accuracy * self.n_eff, self.n_eff, t_quantile(1 - alpha, self.df))
+        """One-sided (1 - alpha) lower and upper confidence bounds (where :meth:`p_above` and :meth:`p_below`
+        reach ``alpha``)."""
+        if self.rows is None:
+            return 0.0, 1.0
+        low, high = self.rows.bounds(alpha)
+        return float(low[0]), float(high[0])
 
     def to_json(self) -> dict[str, float | int]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
-
-
-def _score_p(pooled: Pooled, value: float, *, below: bool) -> float:
-    if pooled.n == 0:
-        return 1.0
-    p, n_eff = pooled.accuracy, pooled.n_eff
-    spread = math.sqrt(value) * math.sqrt(1 - value) / math.sqrt(n_eff)  # no underflow for tiny values
-    if spread <= 0.0:  # at 0 or 1 the score test's variance vanishes: the data show it or they cannot
-        shown = p > value if not below else p < value
-        return 0.0 if shown else 1.0
-    z = (p - value) / spread
-    return t_cdf(z, pooled.df) if below else t_cdf(-z, pooled.df)
+        return {f: (round(v, 6) if isinstance(v, float) else v) for f in self.__dataclass_fields__ if f != "rows"
+                for v in [getattr(self, f)]}
 
 
 def pooled_accuracy(outcomes: Sequence[bool], clusters: Sequence[Hashable], level: float = LEVEL) -> Pooled:
     """Accuracy of scored trials (True = correct) with a ``level`` interval that counts clusters, not trials."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, pooled_rows
+
     n = len(outcomes)
     if n == 0:
         return Pooled(0, 0, 0, 0.0, 0.0, 1.0, 1.0, 0.0, math.inf, level)
-    values = [1.0 if o else 0.0 for o in outcomes]
-    sums, sizes = cluster_totals(values, clusters)
-    g = len(sums)
-    k = int(sum(values))
-    p = k / n
-    deff = _deff(cr1_variance(sums, sizes, p), p * (1 - p) / n, n, g, 0 < k < n)
-    n_eff = n / deff
-    df = float(max(g - 1, 1))
-    low, high = wilson(p * n_eff, n_eff, t_quantile(1 - (1 - level) / 2, df))
-    return Pooled(k, n, g, p, low, high, deff, n_eff, df, level)
+    sums, sizes = cluster_totals([1.0 if o else 0.0 for o in outcomes], clusters)
+    rows = pooled_rows(np.array([sums]), Shape.of(sizes))
+    low, high = rows.interval(level)
+    return Pooled(int(rows.correct[0]), n, len(sizes), float(rows.accuracy[0]), float(low[0]), float(high[0]),
+                  float(rows.deff[0]), float(rows.n_eff[0]), float(rows.df[0]), level, rows)
 
 
 @dataclass(frozen=True)
@@ -141,12 +127,14 @@ class PairedDiff:
     level: float = LEVEL
     #: The design effect a non-inferiority test assumes: at least the differences' own and the answers' own.
     null_deff: float = 1.0
+    #: The estimator's row (:class:`~pytest_longctx.results.robust.PairedRows`): the test the bounds invert.
+    rows: Any = field(default=None, repr=False, compare=False)
 
     def p_drop_over(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
-        if self.pairs == 0:
+        if self.pairs == 0 or self.rows is None:
             return 1.0
-        return t_cdf((self.centre + margin) / self.se, self.df)
+        return float(self.rows.p_drop_over(margin)[0])
 
     def p_drop_under(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at least ``margin``' (small when the data show a smaller drop).
@@ -179,48 +167,47 @@ class PairedDiff:
 
     def drop_lower(self, alpha: float) -> float:
         """One-sided (1 - alpha) lower confidence bound of the drop."""
-        if self.pairs == 0:
+        if self.pairs == 0 or self.rows is None:
             return -1.0
-        return max(-1.0, -self.centre - t_quantile(1 - alpha, self.df) * self.se)
+        return float(self.rows.drop_lower(alpha)[0])
 
     def to_json(self) -> dict[str, float | int]:
-        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+        return {f: (round(v, 6) if isinstance(v, float) else v) for f in self.__dataclass_fields__ if f != "rows"
+                for v in [getattr(self, f)]}
 
 
 def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Sequence[Hashable],
                       level: float = LEVEL) -> PairedDiff:
     """This run's accuracy minus the compared run's on the same items (``now[i]`` and ``before[i]`` are one pair)."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, paired_rows
+
     n = len(now)
     if n == 0:
         return PairedDiff(0, 0, 0, 0, 0.0, -1.0, 1.0, math.inf, 1.0, math.inf, 1.0, 0.0, level)
     d = [float(a) - float(b) for a, b in zip(now, before, strict=True)]
     regressed = sum(1 for x in d if x < 0)
     improved = sum(1 for x in d if x > 0)
-    diff = (improved - regressed) / n
     sums, sizes = cluster_totals(d, clusters)
-    g = len(sums)
-    deff = _deff(cr1_variance(sums, sizes, diff), ((regressed + improved) / n - diff * diff) / n, n, g,
-                 regressed + improved > 0)
-    # Agresti-Min on the effective counts: half a pseudo-pair in each of the four cells.
-    b, c, m = regressed / deff + 0.5, improved / deff + 0.5, n / deff + 2
-    centre = (c - b) / m
-    se = math.sqrt(max((b + c) / m - centre * centre, 0.0) / m)
-    df = float(max(g - 1, 1))
-    half = t_quantile(1 - (1 - level) / 2, df) * se
-    z = centre / se
+    rows = paired_rows(np.array([sums]), np.array([regressed]), np.array([improved]), Shape.of(sizes))
+    low, high = rows.interval(level)
+    centre, se, df = float(rows.centre[0]), float(rows.se[0]), float(rows.df[0])
+    z = float(rows.statistic(np.zeros(1))[0])
     p_value = min(1.0, 2 * min(t_cdf(z, df), t_cdf(-z, df)))
-    null_deff = max(deff, _outcome_deff(now, clusters), _outcome_deff(before, clusters))
-    return PairedDiff(n, g, regressed, improved, diff, max(-1.0, centre - half), min(1.0, centre + half), se, deff,
-                      df, p_value, centre, level, null_deff)
+    null_deff = max(float(rows.deff[0]), _outcome_deff(now, clusters), _outcome_deff(before, clusters))
+    return PairedDiff(n, len(sizes), regressed, improved, float(rows.diff[0]), float(low[0]), float(high[0]), se,
+                      float(rows.deff[0]), df, p_value, centre, level, null_deff, rows)
 
 
 def _outcome_deff(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float:
     """The design effect of one run's answers (right or wrong) over its clusters."""
-    values = [1.0 if o else 0.0 for o in outcomes]
-    sums, sizes = cluster_totals(values, clusters)
-    n, k = len(values), int(sum(values))
-    p = k / n
-    return _deff(cr1_variance(sums, sizes, p), p * (1 - p) / n, n, len(sums), 0 < k < n)
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, pooled_rows
+
+    sums, sizes = cluster_totals([1.0 if o else 0.0 for o in outcomes], clusters)
+    return float(pooled_rows(np.array([sums]), Shape.of(sizes)).deff[0])
 
 
 def icc(outcomes: Sequence[bool], clusters: Sequence[Hashable]) -> float | None:

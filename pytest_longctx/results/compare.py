@@ -1,5 +1,6 @@
 """Comparison with an earlier run record: trials paired on items, pooled paired differences counted by cluster,
-and per-cell exact McNemar tests with Holm's correction across an experiment's cells."""
+and per-cell one-sided exact McNemar tests of a drop (the test a ``max-drop=0/each`` check uses) with Holm's
+correction across an experiment's cells."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pytest_longctx.results.aggregate import cell_key
 from pytest_longctx.results.clustered import PairedDiff, paired_difference
 from pytest_longctx.results.pairing import Pairing, pair_runs
 from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION, load_record
-from pytest_longctx.results.stats import holm, mcnemar_exact
+from pytest_longctx.results.stats import holm, mcnemar_drop
 
 __all__ = ["SCHEMA", "Comparison", "baselines_by_key", "cell_in", "compare", "experiment_is", "load_record"]
 
@@ -72,7 +73,7 @@ def compare(cells: list[dict[str, Any]], trials: Sequence[Mapping[str, Any]], ba
             "baseline_accuracy": base["accuracy"], "baseline_n": base["n"],
             "diff": cell["accuracy"] - float(base["accuracy"]), "paired": len(pairs),
             "regressed": regressed, "improved": improved,
-            "p_value": mcnemar_exact(regressed, improved) if pairs else None,
+            "p_value": mcnemar_drop(regressed, improved) if pairs else None,  # one-sided: a drop
         }
         compared.append(cell)
     flagged = _holm_per_experiment(compared, alpha)
@@ -100,7 +101,8 @@ def compare(cells: list[dict[str, Any]], trials: Sequence[Mapping[str, Any]], ba
 
 
 def _holm_per_experiment(cells: list[dict[str, Any]], alpha: float) -> int:
-    """Holm-adjust the cells' McNemar p-values within each experiment; flag adjusted drops; return how many."""
+    """Holm-adjust the cells' one-sided McNemar p-values within each experiment; flag adjusted drops; return how
+    many."""
     flagged = 0
     for experiment in sorted({c["experiment"] for c in cells}):
         tested = [c for c in cells if c["experiment"] == experiment and c["compare"]["p_value"] is not None]

@@ -166,7 +166,7 @@ def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInpu
                n=pooled.n, unit=unit)
     if (few := _too_few(threshold, pooled.clusters, unit, out)) is not None:
         return few
-    said = (f"pooled accuracy {pooled.accuracy:.3f} [{pooled.low:.3f}, {pooled.high:.3f}] over {where}, "
+    said = (f"pooled accuracy {pooled.accuracy:.3f} over {where}, "
             f"{pooled.clusters:,} {plural(unit, pooled.clusters)}")
     if threshold.reading == "point":
         ok = pooled.accuracy >= a
@@ -184,6 +184,7 @@ def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInpu
     out["p"] = pooled.p_below(a)
     out["_said"] = said
     out["_claim"] = f"below {a:g}"
+    out["_bound"] = lambda level: f"upper bound {pooled.bounds(level)[1]:.3f}"  # what p_below inverts
     return out
 
 
@@ -194,8 +195,8 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
     out.update(estimate=diff.diff, low=diff.low, high=diff.high, clusters=diff.clusters, n=diff.pairs, unit=unit)
     if (few := _too_few(threshold, diff.clusters, unit, out)) is not None:
         return few
-    said = (f"drop {drop:+.3f} (difference {diff.diff:+.3f} [{diff.low:+.3f}, {diff.high:+.3f}]) over "
-            f"{diff.pairs:,} paired trials, {diff.clusters:,} {plural(unit, diff.clusters)}")
+    said = (f"drop {drop:+.3f} over {diff.pairs:,} paired trials, {diff.clusters:,} "
+            f"{plural(unit, diff.clusters)}")
     if threshold.reading == "point":
         ok = drop <= x + 1e-12
         return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x:g} (point)"}
@@ -211,6 +212,7 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
     out["p"] = diff.p_drop_over(x)
     out["_said"] = said
     out["_claim"] = f"larger than {x:g}"
+    out["_bound"] = lambda level: f"lower bound of the drop {diff.drop_lower(level):+.3f}"  # what p_drop_over inverts
     return out
 
 
@@ -290,6 +292,16 @@ def _each(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs, out
     return out
 
 
+def _level(p: float, adjusted: float, alpha: float, alarms: int) -> float:
+    """The one-sided level a check's own p is held to after Holm (alpha over its step's multiplier): the level of
+    the bound printed beside it, so that the bound excludes X exactly when the check fails."""
+    if alarms <= 1:
+        return alpha
+    if p > 0 and adjusted < 1.0:
+        return alpha * p / adjusted
+    return alpha / alarms
+
+
 def _correct_alarms(checks: list[dict[str, Any]], alpha: float) -> None:
     """Holm across the gate's alarm checks; decide them and word their verdicts."""
     alarms = [c for c in checks if c.get("p") is not None and c["verdict"] == "pass" and "_said" in c]
@@ -313,5 +325,9 @@ def _correct_alarms(checks: list[dict[str, Any]], alpha: float) -> None:
                 c["detail"] for c in failed[:3]) if failed else "") + f" (smallest p={check['p']:.3g}{many})")
             check["verdict"] = "fail" if failed else "pass"
             continue
+        level = _level(check["p"], adjusted, alpha, len(alarms))
+        bound = check.pop("_bound", None)
+        at = f"; one-sided {1 - level:.4g} {bound(level)}" if bound is not None else ""
+        check["level"] = level
         check["words"] = (f"{said}: {'shown' if fail else 'not shown'} {claim} "
-                          f"(one-sided p={check['p']:.3g}{many}; alpha {alpha})")
+                          f"(one-sided p={check['p']:.3g}{many}; alpha {alpha}{at})")

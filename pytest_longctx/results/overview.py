@@ -11,7 +11,15 @@ from pytest_longctx.results.clustered import icc, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, experiment_is
 from pytest_longctx.results.effective import effective_length
 from pytest_longctx.results.evidence import DEFAULT, Evidence
-from pytest_longctx.results.power import POWER, Assumptions, Design, assumptions_from, detectable_drop, gate_level
+from pytest_longctx.results.power import (
+    POWER,
+    Assumptions,
+    Design,
+    assumptions_from,
+    concentrated,
+    detectable_drop,
+    gate_level,
+)
 
 Trials = Sequence[Mapping[str, Any]]
 
@@ -44,43 +52,37 @@ def overview(trials: Trials, declared: Mapping[str, Evidence], *, comparison: Co
         pooled = pooled_accuracy(outcomes, clusters)
         entry: dict[str, Any] = {"unit": unit, "pooled": pooled.to_json(), "errors": sum(
             1 for t in trials if t["experiment"] == experiment and t["outcome"] == "error")}
-        compared = None
         if comparison is not None:
             diff = comparison.diff(experiment_is(experiment))
             if diff.pairs:
-                compared = diff
                 entry["vs"] = diff.to_json()
         design = Design.of(clusters)
-        assumptions = _post_hoc(comparison, experiment, outcomes, clusters, compared, design)
+        assumptions = _design_assumptions(comparison, experiment, outcomes, clusters)
         drop = detectable_drop(design, level, assumptions)
         entry["detectable"] = {"drop": None if drop is None else round(drop, 4), "power": POWER,
-                               "alpha": round(level, 6), "alpha_text": level_text,
+                               "concentrated": concentrated(design, level, assumptions),
+                               "clusters": design.clusters, "alpha": round(level, 6), "alpha_text": level_text,
                                "assumptions": assumptions.to_json()}
         out[experiment] = entry
     return out
 
 
-def _post_hoc(comparison: Comparison | None, experiment: str, outcomes: Sequence[bool], clusters: Sequence[str],
-              compared: Any, design: Design) -> Assumptions:
-    """This run's own accuracy and intra-item correlation; the observed discordance when it was compared."""
+def _design_assumptions(comparison: Comparison | None, experiment: str, outcomes: Sequence[bool],
+                        clusters: Sequence[str]) -> Assumptions:
+    """What the design detects rests on the baseline, never on the candidate's difference: the compared run's
+    accuracy and correlation (and its own comparison's discordance, else the stated default); without a compared
+    run, this run as the baseline of the next."""
     if comparison is not None:
-        base = assumptions_from(comparison.baseline, experiment)
-        accuracy, rho = base.accuracy, base.icc
-        said = ["accuracy and intra-item correlation from the compared run"]
-    else:
-        base = Assumptions()
-        accuracy = sum(outcomes) / len(outcomes) if outcomes else 0.85
-        measured = icc(outcomes, clusters)
-        rho = measured if measured is not None else base.icc
-        said = ["accuracy from this run", f"intra-item correlation {measured:.2f} from this run"
-                if measured is not None else f"intra-item correlation {base.icc} (stated default)"]
-    discordance = base.discordance
-    if compared is not None and compared.pairs:
-        # at least one discordant item's worth: the test's own half pseudo-pairs keep it from seeing less
-        floor = design.deff(rho) / max(compared.pairs, 1)
-        discordance = max((compared.regressed + compared.improved) / compared.pairs, floor)
-        said.append(f"discordance {discordance:.3f} observed against the compared run (at least one item's worth)")
-    else:
-        said.append(f"discordance {discordance} (stated default: two runs of an unchanged model disagree on "
-                    f"{discordance:.0%} of items)")
-    return Assumptions(max(min(accuracy, 0.999), 0.001), discordance, rho, "; ".join(said))
+        return assumptions_from(comparison.baseline, experiment)
+    base = Assumptions()
+    if not outcomes:
+        return base
+    measured = icc(outcomes, clusters)
+    said = ["accuracy from this run (as the baseline of the next)",
+            f"intra-item correlation {measured:.2f} from this run" if measured is not None
+            else f"intra-item correlation {base.icc} (stated default)",
+            f"discordance {base.discordance} (intra-item correlation {base.diff_icc}; stated default: two runs of an "
+            f"unchanged model disagree on {base.discordance:.0%} of answers)"]
+    accuracy = max(min(sum(outcomes) / len(outcomes), 0.999), 0.001)
+    return Assumptions(accuracy, base.discordance, measured if measured is not None else base.icc, "; ".join(said),
+                       base.diff_icc)
