@@ -130,6 +130,10 @@ def _finish(session: pytest.Session) -> None:
     record["chance"] = _chance(session.config, record, settings, state)
     state.summary_lines = [str(line) for line in flat(call_each(session.config, "pytest_longctx_summary_lines",
                                                                 state.notes, record=record))]
+    if models:
+        from pytest_longctx.reporting.models import models_lines
+
+        state.summary_lines += models_lines(record.get("models"))
     record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.services_started):
