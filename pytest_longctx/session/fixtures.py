@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from pytest_longctx.backends import build_backend
 from pytest_longctx.backends.models import ModelSpec
+from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.session.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it
@@ -43,7 +44,17 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
                        plan_out=s.plan_out, waiter=waiter, plan_counts=not os.environ.get("LONGCTX_CHILD"),
                        stop_file=Path(shared.stop_file) if shared.stop_file else None,
-                       prompt_cache=s.prompt_cache and spec == s.model)
+                       prompt_cache=_prompt_cache(s, spec))
+
+
+def _prompt_cache(s: Settings, spec: ModelSpec) -> bool:
+    """Whether requests to ``spec`` mark their shared prefix: each model under test by its own provider (the
+    reference's as resolved; a judge that is no model under test never)."""
+    if spec == s.model:
+        return s.prompt_cache
+    if spec not in s.models:
+        return False
+    return s.prompt_cache_mode == "on" or (s.prompt_cache_mode == "auto" and caches_prompts(spec.provider))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")

@@ -1,0 +1,123 @@
+"""Several ``--longctx-model`` in one session with the fake models: test ids, records, usage errors; and one
+``--longctx-model`` exactly as before (same test ids, same record)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+EVAL = """
+import pytest
+
+from pytest_longctx import Request
+
+pytestmark = pytest.mark.longctx("demo")
+
+
+@pytest.mark.parametrize("filler", [4, 16])
+async def test_passkey(longctx, filler):
+    keys = [longctx.rng.randrange(10_000, 99_999) for _ in range(4)]
+    text = "The sky is blue. " * filler + f"The pass key is {keys[0]}."
+    longctx.expect(keys[0], wrong=keys[1:])
+    answer = await longctx.ask(Request.user(text + " What is the pass key?", max_tokens=16, template="t@1"))
+    longctx.record(answer=answer.strip(), item=f"key-{keys[0]}")
+    assert str(keys[0]) in answer
+"""
+
+#: The fields of a one-model run's record and of its trials, as they were before several models could run.
+RECORD_FIELDS = {"schema", "version", "settings", "fixtures", "evidence", "cells", "trials", "usage", "stopped",
+                 "missing_data", "comparison", "gate", "experiments", "effective_length", "tables", "chance", "notes"}
+TRIAL_FIELDS = {"nodeid", "experiment", "params", "sample", "seed", "outcome", "item", "expected", "answer", "raw",
+                "reason", "error", "calls", "cache_hits", "input_tokens", "output_tokens", "paid_input_tokens",
+                "paid_output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "latency_s", "detail",
+                "cluster"}
+
+
+@pytest.fixture
+def runner(longctx_runner: Any) -> Any:
+    longctx_runner.pytester.makepyfile(test_eval=EVAL)
+    return longctx_runner
+
+
+def _models(*specs: str) -> list[str]:
+    return [a for s in specs for a in ("--longctx-model", s)]
+
+
+def test_one_model_runs_as_before(runner: Any) -> None:
+    """Same test ids (no model in them), same record: no ``models``, no model on trials, no per-model folder."""
+    collected = runner.pytester.runpytest_inprocess("--collect-only", "-q", "--longctx-model", "fake/perfect",
+                                                    "--longctx-samples", "2")
+    ids = [line for line in collected.outlines if "::" in line]
+    assert ids == [f"test_eval.py::test_passkey[{f}-s{s}]" for f in (4, 16) for s in (0, 1)]
+    done = runner.run("--longctx-samples", "2", "--longctx-threshold", "*:min=0.5")
+    assert done.ret == 0
+    record = done.record
+    assert set(record) == RECORD_FIELDS
+    assert "models" not in record["settings"] and "reference" not in record["settings"]
+    assert all(set(t) == TRIAL_FIELDS for t in record["trials"])
+    assert record["settings"]["model"] == "fake/perfect" and [c["verdict"] for c in record["gate"]["checks"]] == [
+        "pass"]
+    assert not (done.report_dir / "models").exists()
+    assert "models side by side" not in done.result.stdout.str()
+
+
+def test_one_model_from_the_ini_file_too(runner: Any) -> None:
+    runner.project('longctx_model = "fake/wrong"')
+    done = runner.run("--longctx-samples", "2", model=None)
+    assert done.record["settings"]["model"] == "fake/wrong" and "models" not in done.record
+
+
+@pytest.mark.parametrize("mode", [["-n", "2"], ["-p", "no:xdist"]], ids=["n2", "no-xdist"])
+def test_each_condition_runs_for_each_model(runner: Any, mode: list[str]) -> None:
+    done = runner.run(*_models("fake/perfect", "fake/wrong", "fake/random"), "--longctx-samples", "3",
+                      "--longctx-threshold", "*:max-drop=0", *mode, model=None)
+    assert done.ret == 10, done.result.stdout.str()  # fake/wrong and fake/random drop against fake/perfect
+    record = done.record
+    assert record["settings"]["model"] == "fake/perfect"  # the first is the reference
+    assert len(record["trials"]) == 6 and {t["model"] for t in record["trials"]} == {"fake/perfect"}
+    per_model = {}
+    for spec in ("fake/perfect", "fake/wrong", "fake/random"):
+        path = done.report_dir / "models" / spec.replace("/", "-") / "longctx.json"
+        per_model[spec] = json.loads(path.read_text(encoding="utf-8"))
+        ids = sorted(t["nodeid"].split("::")[1] for t in per_model[spec]["trials"])
+        slug = spec.replace("/", "-")
+        assert ids == sorted(f"test_passkey[{f}-{slug}-s{s}]" for f in (4, 16) for s in range(3))
+    seeds = [sorted(t["seed"] for t in r["trials"]) for r in per_model.values()]
+    assert seeds[0] == seeds[1] == seeds[2]  # the same seed-derived items for each model
+    assert per_model["fake/wrong"]["gate"]["status"] == "fail"
+    assert per_model["fake/perfect"]["gate"]["status"] == "none"  # its relative check is the others'
+    side = record["models"]["experiments"]["demo"]
+    assert side["models"]["fake/wrong"]["vs_reference"]["diff"] == -1.0
+    places = side["ranking"]["places"]  # 6 pairs separate fake/perfect from fake/wrong only
+    assert (places["fake/perfect"]["best"], places["fake/wrong"]["best"], places["fake/wrong"]["worst"]) == (1, 2, 3)
+
+
+def test_the_reference_can_be_named(runner: Any) -> None:
+    done = runner.run(*_models("fake/perfect", "fake/wrong"), "--longctx-reference", "wrong",
+                      "--longctx-samples", "2", "--longctx-threshold", "*:max-drop=0", model=None)
+    assert done.ret == 0  # fake/perfect gains on the reference fake/wrong: no drop
+    assert done.record["settings"]["model"] == "fake/wrong"
+    assert done.record["models"]["experiments"]["demo"]["models"]["fake/perfect"]["vs_reference"]["diff"] == 1.0
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--longctx-model", "fake/wrong", "--longctx-reference", "fake/random"], "not one of the models"),
+    (["--longctx-reference", "fake/perfect"], "needs several --longctx-model"),
+    (["--longctx-model", "fake/perfect"], "is given twice"),
+], ids=["not-a-model", "one-model", "twice"])
+def test_bad_model_options_are_one_line_usage_errors(runner: Any, args: list[str], message: str) -> None:
+    done = runner.run(*args)
+    assert done.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in done.result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and message in errors[0], done.result.stderr.str()
+    assert "Traceback" not in done.result.stderr.str()
+
+
+def test_batch_serves_one_model(runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+    done = runner.run(*_models("anthropic/claude-a", "anthropic/claude-b"), "--longctx-batch", model=None,
+                      cache=True)
+    assert done.ret == pytest.ExitCode.USAGE_ERROR
+    assert "with several --longctx-model run live" in done.result.stderr.str()
