@@ -121,3 +121,17 @@ def test_batch_serves_one_model(runner: Any, monkeypatch: pytest.MonkeyPatch) ->
                       cache=True)
     assert done.ret == pytest.ExitCode.USAGE_ERROR
     assert "with several --longctx-model run live" in done.result.stderr.str()
+
+
+def test_an_in_process_and_a_remote_model_each_get_their_own_backend(runner: Any, api: Any) -> None:
+    """fake/wrong answers in-process; anthropic/claude-test through the local Messages API (always right): each
+    trial reaches its own model's backend, and only the remote model's requests reach the server."""
+    srv = api()
+    done = runner.run(*_models("anthropic/claude-test", "fake/wrong"), "--longctx-samples", "3", "-n", "2",
+                      model=None)
+    assert done.ret == 0, done.result.stdout.str()
+    side = done.record["models"]["experiments"]["demo"]["models"]
+    assert side["anthropic/claude-test"]["pooled"]["accuracy"] == 1.0 and side["fake/wrong"]["pooled"]["accuracy"] == 0
+    assert len(srv.stats.requests) == 6 and {b["model"] for b in srv.stats.requests} == {"claude-test"}
+    assert done.record["models"]["cost"]["anthropic/claude-test"]["usd"] > 0
+    assert done.record["models"]["cost"]["fake/wrong"]["usd"] == 0
