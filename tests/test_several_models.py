@@ -135,3 +135,16 @@ def test_an_in_process_and_a_remote_model_each_get_their_own_backend(runner: Any
     assert len(srv.stats.requests) == 6 and {b["model"] for b in srv.stats.requests} == {"claude-test"}
     assert done.record["models"]["cost"]["anthropic/claude-test"]["usd"] > 0
     assert done.record["models"]["cost"]["fake/wrong"]["usd"] == 0
+
+
+def test_with_a_compared_run_every_model_is_gated_against_it(runner: Any) -> None:
+    first = runner.run("--longctx-samples", "3", report_dir="prod")
+    compared = str(first.report_dir / "longctx.json")
+    done = runner.run(*_models("fake/wrong", "fake/perfect"), "--longctx-samples", "3", "--longctx-compare", compared,
+                      "--longctx-threshold", "*:max-drop=0", model=None)
+    assert done.ret == 10
+    gate = done.record["gate"]
+    assert {m: g["status"] for m, g in gate["models"].items()} == {"fake/wrong": "fail", "fake/perfect": "pass"}
+    assert [c["model"] for c in gate["checks"]] == ["fake/wrong", "fake/perfect"]
+    assert gate["alpha_each"] == pytest.approx(0.025)  # both gated: Bonferroni over the two
+    assert done.record["comparison"]["baseline_model"] == "fake/perfect"  # the reference (fake/wrong) vs the file

@@ -91,6 +91,9 @@ def test_three_models_one_session_pair_rank_and_gate_the_regressed_one(pytester:
     rows = side["models"]
     for spec in models:
         assert rows[spec]["pooled"]["n"] == 200 and rows[spec]["pooled"]["clusters"] == 200
+        assert rows[spec]["effective_length"]["param"] and rows[spec]["effective_length"]["low"] >= 0
+        assert len(rows[spec]["series"]) == 10  # a line per model: every cell's accuracy
+        assert records[spec]["settings"]["alpha"] == pytest.approx(0.05 / 2)  # two models gated: Bonferroni
     better, worse = rows["anthropic/claude-better"]["vs_reference"], rows["anthropic/claude-worse"]["vs_reference"]
     assert better["regressed"] == 0 and better["improved"] > 0 and better["low"] > 0  # nested: only gains
     assert worse["improved"] == 0 and worse["regressed"] > 0 and worse["high"] < 0  # nested: only losses

@@ -1,10 +1,12 @@
 """End of a run of several models: one record per model, each gated, and the side-by-side summary.
 
 Each model's trials make a record in the usual schema (``settings.model`` names it), built and decided as a
-one-model run's. The reference is gated with the thresholds that need no compared run (all of them against
-``--longctx-compare`` when given); every other model with all of them, against the reference's record (or the
-``--longctx-compare`` record). The run's record is the reference's, with ``models`` (the side-by-side summary,
-:func:`side_by_side`) and a gate that holds every model's checks: its status and exit code are the worst.
+one-model run's, at ``--longctx-alpha`` divided by the number of models gated (Bonferroni: an unchanged set of
+models fails the run at most alpha of the time). The reference is gated with the thresholds that need no compared
+run (all of them against ``--longctx-compare`` when given); every other model with all of them, against the
+reference's record (or the ``--longctx-compare`` record). The run's record is the reference's, with ``models``
+(the side-by-side summary, :func:`side_by_side`) and a gate that holds every model's checks: its status and exit
+code are the worst.
 """
 
 from __future__ import annotations
@@ -56,22 +58,25 @@ def decide_models(settings: Settings, state: Any, finished: float, workers: int,
     by_model = split_trials(state.aggregator.trials, reference)
     order = [reference, *(m.spec for m in settings.models if m.spec != reference)]
     records: dict[str, dict[str, Any]] = {}
+    absolute = tuple(t for t in settings.thresholds if not t.relative)
+    gated = sum(1 for spec in order if settings.thresholds and (spec != reference or absolute or settings.compare))
+    alpha = settings.alpha / max(1, gated)  # Bonferroni across the models gated: the run's false alarms <= alpha
     for spec in order:
         aggregator = Aggregator()
         for trial in by_model.get(spec, []):
             aggregator.add(trial)
         mine = _ModelState(aggregator, state.started, state.stop_reason, list(getattr(state, "missing_data", ())))
-        model_settings = dataclasses.replace(settings, model=next(m for m in settings.models if m.spec == spec))
+        model_settings = dataclasses.replace(settings, model=next(m for m in settings.models if m.spec == spec),
+                                             alpha=alpha)
         baseline = getattr(state, "baseline", None)
         if settings.compare is None and spec == reference:  # the reference is what the others are compared with
-            model_settings = dataclasses.replace(model_settings, thresholds=tuple(
-                t for t in settings.thresholds if not t.relative))
+            model_settings = dataclasses.replace(model_settings, thresholds=absolute)
         elif settings.compare is None:
             baseline = records[reference]
             model_settings = dataclasses.replace(model_settings,
                                                  compare=model_record_path(settings.report_dir, reference))
         record = build_record(model_settings, mine, finished, workers, declared)
-        record["settings"]["reference"] = reference
+        record["settings"].update(reference=reference, run_alpha=settings.alpha, models_gated=gated)
         decide(record, model_settings, declared, baseline, state.notes)
         records[spec] = record
     run = dict(records[reference])
@@ -96,6 +101,7 @@ def combined_gate(records: Mapping[str, Mapping[str, Any]], settings: Settings) 
         errors += [f"{spec}: {e}" for e in gate.get("errors") or []]
     return {"status": status, "counts": counts, "errors": errors, "checks": checks,
             "thresholds": [t.text for t in settings.thresholds], "alpha": settings.alpha,
+            "alpha_each": next((float(g.get("alpha", settings.alpha)) for g in gates.values()), settings.alpha),
             "exit_code": int(worst.get("exit_code", 0)), "models": {
                 spec: {"status": g.get("status"), "exit_code": g.get("exit_code")} for spec, g in gates.items()}}
 
