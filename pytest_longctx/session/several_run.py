@@ -155,6 +155,7 @@ def write_model_records(records: Mapping[str, dict[str, Any]], run: Mapping[str,
 
     for spec, record in records.items():
         record["notes"] = list(run.get("notes") or [])
+        record["settings"] = {**(run.get("settings") or {}), **record["settings"]}  # + defaults, experiments' own
         path = model_record_path(settings.report_dir, spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
