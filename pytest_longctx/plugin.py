@@ -391,7 +391,9 @@ class _Controller:
         for key, value in report.user_properties:
             if key == PLAN_KEY and isinstance(value, dict):
                 state.plan.add(value)
-                state.plan_evidence.add(value)
+                model = (value.get("trial") or {}).get("model")  # several models: the design is each model's
+                if model in (None, self.config.stash[SETTINGS_KEY].model.spec):
+                    state.plan_evidence.add(value)
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
         if settled and "longctx" in report.keywords:  # one progress line for the whole run
             total = self.session.testscollected if self.session is not None else 0

@@ -148,3 +148,12 @@ def test_with_a_compared_run_every_model_is_gated_against_it(runner: Any) -> Non
     assert [c["model"] for c in gate["checks"]] == ["fake/wrong", "fake/perfect"]
     assert gate["alpha_each"] == pytest.approx(0.025)  # both gated: Bonferroni over the two
     assert done.record["comparison"]["baseline_model"] == "fake/perfect"  # the reference (fake/wrong) vs the file
+
+
+def test_a_plan_costs_each_model_and_states_one_model_s_design(runner: Any) -> None:
+    done = runner.run(*_models("fake/perfect", "fake/wrong"), "--longctx-samples", "3", "--longctx-plan",
+                      model=None)
+    assert done.ret == 0, done.result.stdout.str()
+    plan = done.plan_record["plan"]
+    assert {m: p["requests"] for m, p in plan["models"].items()} == {"fake/perfect": 6, "fake/wrong": 6}
+    assert plan["power"]["experiments"]["demo"]["trials"] == 6  # what each model's comparison rests on
