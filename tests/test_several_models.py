@@ -157,3 +157,29 @@ def test_a_plan_costs_each_model_and_states_one_model_s_design(runner: Any) -> N
     plan = done.plan_record["plan"]
     assert {m: p["requests"] for m, p in plan["models"].items()} == {"fake/perfect": 6, "fake/wrong": 6}
     assert plan["power"]["experiments"]["demo"]["trials"] == 6  # what each model's comparison rests on
+
+
+def test_several_models_from_the_ini_file(runner: Any) -> None:
+    runner.project('longctx_model = ["fake/wrong", "fake/perfect"]\nlongctx_reference = "fake/perfect"')
+    done = runner.run("--longctx-samples", "2", model=None)
+    assert done.record["settings"]["models"] == ["fake/wrong", "fake/perfect"]
+    assert done.record["settings"]["model"] == "fake/perfect"
+
+
+def test_the_side_by_side_tables_escape_and_say_what_they_hold() -> None:
+    from pytest_longctx.reporting.models import models_html, models_lines
+
+    row = {"pooled": {"accuracy": 0.5, "low": 0.3, "high": 0.7}, "effective_length": None, "errors": 2,
+           "series": [{"params": {"n": 1}, "accuracy": 0.5, "n": 4}]}
+    models = {"reference": "fake/<a>", "order": ["fake/<a>", "fake/b"], "records": {},
+              "cost": {"fake/<a>": {"calls": 4, "usd": 0.0}, "fake/b": {"calls": 4, "usd": 0.0}},
+              "gate": {"fake/<a>": "none", "fake/b": "pass"},
+              "experiments": {"x": {"models": {"fake/<a>": row, "fake/b": {**row, "vs_reference": {
+                  "diff": -0.25, "low": -0.5, "high": 0.0}}}, "ranking": {"level": 0.95, "pairs": [], "places": {
+                      "fake/<a>": {"text": "1-2"}, "fake/b": {"text": "1-2"}}}}}}
+    html = models_html({"models": models})
+    assert "fake/&lt;a&gt; (reference)" in html and "<a>" not in html
+    assert "-0.250 [-0.50, +0.00]" in html and "a line per model" in html
+    lines = models_lines(models)
+    assert lines[0] == "x: models side by side" and any("1-2" in line and "fake/b" in line for line in lines)
+    assert models_html({}) == "" and models_lines(None) == []
