@@ -92,9 +92,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if not settings.plan and settings.cache != "replay" and _needs_model_process(config):
         from pytest_longctx.backends import missing_key_message  # None for a provider that needs no key
 
-        message = missing_key_message(settings.model.provider)
-        if message is not None:
-            raise pytest.UsageError(message)
+        for spec in dict.fromkeys((settings.model, *settings.models)):
+            message = missing_key_message(spec.provider)
+            if message is not None:
+                raise pytest.UsageError(message)
     config.pluginmanager.register(_Controller(config), "longctx-controller")
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_longctx.session.crash import CrashRecorder
@@ -115,7 +116,7 @@ def _quiet_repeated_warnings(config: pytest.Config, settings: Settings) -> None:
 
     from pytest_longctx.backends import repeated_warnings
 
-    for spec in dict.fromkeys((settings.model, settings.judge)):
+    for spec in dict.fromkeys((settings.model, *settings.models, settings.judge)):
         for message in repeated_warnings(spec):
             config.addinivalue_line("filterwarnings", f"ignore:{message}:DeprecationWarning")
             warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
@@ -130,7 +131,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     from pytest_longctx.backends import model_note
 
     lines = []
-    for role, spec in (("model", settings.model), ("judge", settings.judge)):
+    roles = [("model", settings.model)] if not settings.several else [
+        ("reference" if m == settings.model else "model", m) for m in settings.models]
+    for role, spec in (*roles, ("judge", settings.judge)):
         if role == "judge" and spec == settings.model:
             continue
         note = model_note(spec)
@@ -259,6 +262,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     marker = metafunc.definition.get_closest_marker("longctx")
     if marker is None:
         return
+    settings = metafunc.config.stash[SETTINGS_KEY]
+    if settings.several:  # every condition for each model, in the order given (the same on every worker)
+        from pytest_longctx.session.several import MODEL_ARG, slug
+
+        if MODEL_ARG in metafunc.fixturenames:
+            metafunc.parametrize(MODEL_ARG, [m.spec for m in settings.models],
+                                 ids=[slug(m.spec) for m in settings.models])
     if SAMPLE_ARG in metafunc.fixturenames:
         from pytest_longctx.session.defaults import samples_for
         from pytest_longctx.session.identity import experiment_name
@@ -381,7 +391,9 @@ class _Controller:
         for key, value in report.user_properties:
             if key == PLAN_KEY and isinstance(value, dict):
                 state.plan.add(value)
-                state.plan_evidence.add(value)
+                model = (value.get("trial") or {}).get("model")  # several models: the design is each model's
+                if model in (None, self.config.stash[SETTINGS_KEY].model.spec):
+                    state.plan_evidence.add(value)
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
         if settled and "longctx" in report.keywords:  # one progress line for the whole run
             total = self.session.testscollected if self.session is not None else 0

@@ -17,6 +17,7 @@ from pytest_longctx.reporting.chance import chance_lines
 from pytest_longctx.reporting.charts import esc, render_figure
 from pytest_longctx.reporting.decision import decision_html
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
+from pytest_longctx.reporting.models import models_html
 from pytest_longctx.reporting.sections import Section, arrange
 from pytest_longctx.reporting.tables import table_html
 
@@ -185,7 +186,7 @@ def render_html(record: dict[str, Any], sections: Sequence[Section] | None = Non
     settings = record.get("settings", {})
     gate = (record.get("gate") or {}).get("status", "none")
     group_list = list(sections) if sections is not None else arrange([], record.get("cells", []))
-    body = [header(record, group_list), decision_html(record), overview(record, group_list)]
+    body = [header(record, group_list), decision_html(record), models_html(record), overview(record, group_list)]
     if record.get("comparison"):
         body.append(f'<section id="comparison"><h2>Comparison with the baseline</h2>{comparison_section(record)}'
                     "</section>")

@@ -35,7 +35,8 @@ class CrashRecorder:
                 if name == IDENTITY_KEY and isinstance(value, dict):
                     self.identities[report.nodeid] = value
                     func, ids, _ = split_nodeid(report.nodeid)
-                    self.cells[(func, ids)] = {"experiment": value["experiment"], "params": value["params"]}
+                    self.cells[(func, ids)] = {"experiment": value["experiment"], "params": value["params"],
+                                               **({"model": value["model"]} if "model" in value else {})}
                     self.cells.setdefault((func, "\0any"), {"experiment": value["experiment"]})
         elif report.when == "teardown":
             self.identities.pop(report.nodeid, None)

@@ -11,6 +11,7 @@ import pytest_asyncio
 
 from pytest_longctx.backends import build_backend
 from pytest_longctx.backends.models import ModelSpec
+from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.session.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it
@@ -43,7 +44,17 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
                        plan_out=s.plan_out, waiter=waiter, plan_counts=not os.environ.get("LONGCTX_CHILD"),
                        stop_file=Path(shared.stop_file) if shared.stop_file else None,
-                       prompt_cache=s.prompt_cache and spec == s.model)
+                       prompt_cache=_prompt_cache(s, spec))
+
+
+def _prompt_cache(s: Settings, spec: ModelSpec) -> bool:
+    """Whether requests to ``spec`` mark their shared prefix: each model under test by its own provider (the
+    reference's as resolved; a judge that is no model under test never)."""
+    if spec == s.model:
+        return s.prompt_cache
+    if spec not in s.models:
+        return False
+    return s.prompt_cache_mode == "on" or (s.prompt_cache_mode == "auto" and caches_prompts(spec.provider))
 
 
 @pytest_asyncio.fixture(scope="session", loop_scope="session")
@@ -73,15 +84,44 @@ def longctx_sample() -> int:
 
 
 @pytest.fixture
+def longctx_model(longctx_settings: Settings) -> str:
+    """The model the trial asks: the one model, or (several --longctx-model) each in turn, parametrized by the
+    plugin."""
+    return longctx_settings.model.spec
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def longctx_clients(pytestconfig: pytest.Config, longctx_settings: Settings,
+                          longctx_client: ModelClient) -> AsyncIterator[dict[str, ModelClient]]:
+    """Several --longctx-model: one client per model in this worker process, made when first asked (the
+    reference's is ``longctx_client``)."""
+    clients = {longctx_settings.model.spec: longctx_client}
+    yield clients
+    for spec, client in clients.items():
+        if spec != longctx_settings.model.spec:
+            await client.backend.aclose()
+
+
+def _client_of(config: pytest.Config, settings: Settings, model: str, clients: dict[str, ModelClient]) -> ModelClient:
+    """The trial's model's client (made the first time this process asks it)."""
+    if model not in clients:
+        spec = next(m for m in settings.models if m.spec == model)
+        clients[model] = make_client(config, spec)
+    return clients[model]
+
+
+@pytest.fixture
 def longctx(request: pytest.FixtureRequest, longctx_client: ModelClient, longctx_settings: Settings,
-            longctx_sample: int) -> Trial:
+            longctx_sample: int, longctx_model: str, longctx_clients: dict[str, ModelClient]) -> Trial:
     """The current trial: seeded RNG, ``await longctx.ask(...)``, ``longctx.record(...)``."""
     item = request.node
     identity = trial_identity(item)
     experiment, params = identity["experiment"], identity["params"]
-    seed = trial_seed(longctx_settings.seed, experiment, params, longctx_sample)
+    seed = trial_seed(longctx_settings.seed, experiment, params, longctx_sample)  # the same for every model
+    client = _client_of(request.config, longctx_settings, longctx_model, longctx_clients)
     trial = Trial(experiment=experiment, params=params, sample=longctx_sample, seed=seed,
-                  client=longctx_client, nodeid=item.nodeid, run_seed=longctx_settings.seed)
+                  client=client, nodeid=item.nodeid, run_seed=longctx_settings.seed,
+                  model_key=identity.get("model"))
     item.stash[TRIAL_KEY] = trial
     return trial
 

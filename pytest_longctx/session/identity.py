@@ -19,6 +19,8 @@ import pytest
 
 #: The parametrized argument that numbers trials within a cell.
 SAMPLE_ARG = "longctx_sample"
+#: The parametrized argument naming a trial's model when several run (``session/several.py``); not a condition.
+MODEL_ARG = "longctx_model"
 #: User property on a setup report carrying the trial's identity (for the controller, in case the worker dies).
 IDENTITY_KEY = "longctx_identity"
 _SAMPLE_ID = re.compile(r"(?:^|-)s(\d+)$")
@@ -41,14 +43,24 @@ def condition_params(item: pytest.Item) -> dict[str, Any]:
         return {}
     marker = item.get_closest_marker("longctx")
     exclude = set(marker.kwargs.get("exclude", ())) if marker else set()
-    return {k: plain(v) for k, v in sorted(callspec.params.items()) if k != SAMPLE_ARG and k not in exclude}
+    return {k: plain(v) for k, v in sorted(callspec.params.items())
+            if k not in (SAMPLE_ARG, MODEL_ARG) and k not in exclude}
+
+
+def trial_model(item: pytest.Item) -> str | None:
+    """The model a trial asks when several models run (its :data:`MODEL_ARG`), else None (the one model)."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get(MODEL_ARG) if callspec is not None else None
+    return None if value is None else str(value)
 
 
 def trial_identity(item: pytest.Item) -> dict[str, Any]:
     """``{"experiment", "params", "sample"}`` of the trial ``item`` runs (plain types, sendable by execnet)."""
     callspec = getattr(item, "callspec", None)
     sample = int(callspec.params.get(SAMPLE_ARG, 0)) if callspec is not None else 0
-    return {"experiment": experiment_name(item), "params": condition_params(item), "sample": sample}
+    identity = {"experiment": experiment_name(item), "params": condition_params(item), "sample": sample}
+    model = trial_model(item)
+    return identity if model is None else {**identity, "model": model}
 
 
 def split_nodeid(nodeid: str) -> tuple[str, str, int]:
@@ -74,4 +86,5 @@ def error_record(nodeid: str, identity: dict[str, Any], error: str, *, fatal: bo
         "calls": 0, "cache_hits": 0, "input_tokens": 0, "output_tokens": 0, "paid_input_tokens": 0,
         "paid_output_tokens": 0, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "latency_s": 0.0,
         "detail": {},
+        **({"model": identity["model"]} if identity.get("model") else {}),
     }

@@ -29,9 +29,10 @@ def check_settings(s: Settings) -> None:
     if s.cache == "replay" and s.batch:  # (--longctx-prefetch on with replay: options.check_provider_modes)
         raise UsageError("--longctx-batch: cannot be combined with --longctx-cache replay (replay never sends "
                          "or submits a request); drop one of them")
-    if s.prompt_cache_mode == "on" and not caches_prompts(s.model.provider):
-        raise UsageError(f"--longctx-prompt-cache on: only {offering('prompt_cache')} models have prompt caching, not "
-                         f"{s.model.spec}; use auto or off")
+    for model in dict.fromkeys((s.model, *s.models)):  # several --longctx-model: each of them
+        if s.prompt_cache_mode == "on" and not caches_prompts(model.provider):
+            raise UsageError(f"--longctx-prompt-cache on: only {offering('prompt_cache')} models have prompt caching, "
+                             f"not {model.spec}; use auto or off")
     if s.plan_out is not None:
         if not s.plan:
             raise UsageError(f"--longctx-plan-out: {s.plan_out} is only written by a dry run; add --longctx-plan "

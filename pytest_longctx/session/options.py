@@ -64,7 +64,10 @@ class OptionDef:
 
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("model", DEFAULT_MODEL, "model under test as provider/name, e.g. fake/perfect, local/smollm2-135m, "
-              "anthropic/claude-sonnet-4-5, openai/<name> (default: %(default)s)"),
+              "anthropic/claude-sonnet-4-5, openai/<name>; repeat it to run every condition for each model and "
+              "compare them side by side (docs/several-models.md) (default: %(default)s)", is_list=True),
+    OptionDef("reference", None, "with several --longctx-model: the one the others are compared and gated against "
+              "(default: the first)"),
     OptionDef("seed", "0", "seed every random choice flows from (default: 0)"),
     OptionDef("samples", None, "trials per condition cell, or 'all': every eligible item in every cell "
               "(default: the model's profile: fake 40, local 1, remote 20)"),
@@ -145,6 +148,13 @@ class Settings:
     effective_accuracy: float = DEFAULT_THRESHOLD
     detect: float | None = None
     rootdir: Path = field(default=Path("."))
+    #: every --longctx-model in the order given (``model`` is the reference among them); one entry for one model
+    models: tuple[ModelSpec, ...] = ()
+
+    @property
+    def several(self) -> bool:
+        """Whether this run compares several models (``--longctx-model`` given more than once)."""
+        return len(self.models) > 1
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -168,6 +178,7 @@ class Settings:
             "prompt_cache_mode": self.prompt_cache_mode,
             "alpha": self.alpha,
             "effective_accuracy": self.effective_accuracy,
+            **({"models": [m.spec for m in self.models]} if self.several else {}),
         }
 
 
@@ -310,7 +321,9 @@ def resolve(config: pytest.Config) -> Settings:
     """Read every option once; raise UsageError (one line) on the first bad value."""
     raw: dict[str, Any] = {opt.noun: _raw(config, opt) for opt in OPTIONS}
     by = {opt.noun: opt for opt in OPTIONS}
-    model = parse_model_spec(str(raw["model"]), flag=by["model"].flag)
+    from pytest_longctx.session.several import resolve_models
+
+    models, model = resolve_models(config, by["model"], by["reference"])
     judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
     samples_all = str(raw["samples"]).strip().lower() == "all"
     samples = (_int(by["samples"], raw["samples"], 1) if raw["samples"] is not None and not samples_all
@@ -337,7 +350,11 @@ def resolve(config: pytest.Config) -> Settings:
     prompt_cache_mode = str(raw["prompt-cache"]).strip().lower()
     if prompt_cache_mode not in ("on", "off", "auto"):
         raise UsageError(f"{by['prompt-cache'].flag}: expected on, off or auto, got {raw['prompt-cache']!r}")
-    check_provider_modes(model, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache)
+    for each in models:
+        check_provider_modes(each, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache)
+    from pytest_longctx.session.several import check_several_modes
+
+    check_several_modes(models, prefetch=prefetch, batch=batch)
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
     report_dir = Path(str(raw["report-dir"]))
@@ -370,6 +387,7 @@ def resolve(config: pytest.Config) -> Settings:
         effective_accuracy=_rate(by["effective-accuracy"], raw["effective-accuracy"], "e.g. 0.85"),
         detect=_rate(by["detect"], raw["detect"], "a drop such as 0.03") if raw["detect"] is not None else None,
         rootdir=rootdir,
+        models=models,
     )
 
 

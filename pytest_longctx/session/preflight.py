@@ -22,7 +22,7 @@ def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
     file that is not a valid run record, a report dir that cannot be written.
     """
     relative = [t.text for t in settings.thresholds if t.kind == "max-drop"]
-    if relative and settings.compare is None and not settings.plan:
+    if relative and settings.compare is None and not settings.plan and not settings.several:  # several: the reference
         raise UsageError(f"--longctx-threshold: {relative[0]!r} is relative to an earlier run; "
                          "pass --longctx-compare PATH (that run's longctx.json)")
     baseline = None

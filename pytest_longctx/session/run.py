@@ -98,8 +98,14 @@ def _finish(session: pytest.Session) -> None:
 
     declared = by_experiment(e for e in flat(call_each(config, "pytest_longctx_evidence", state.notes))
                              if isinstance(e, Evidence))
-    record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
-    decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
+    models: dict[str, dict[str, Any]] = {}
+    if settings.several:  # one record per model, each gated; the run's is the reference's (session/several_run.py)
+        from pytest_longctx.session.several_run import decide_models
+
+        record, models = decide_models(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
+    else:
+        record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
+        decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
     if settings.plan:
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
@@ -124,6 +130,10 @@ def _finish(session: pytest.Session) -> None:
     record["chance"] = _chance(session.config, record, settings, state)
     state.summary_lines = [str(line) for line in flat(call_each(session.config, "pytest_longctx_summary_lines",
                                                                 state.notes, record=record))]
+    if models:
+        from pytest_longctx.reporting.models import models_lines
+
+        state.summary_lines += models_lines(record.get("models"))
     record["notes"] = list(state.notes)
     state.record = record
     if not state.aggregator.trials and not settings.plan and not (state.stop_reason and state.services_started):
@@ -137,6 +147,10 @@ def _finish(session: pytest.Session) -> None:
                            config=session.config, record=record):
         state.written.extend(lines)
     _write(session.config, record, settings, state)
+    if models and not settings.plan:
+        from pytest_longctx.session.several_run import write_model_records
+
+        write_model_records(models, record, settings, state)
 
 
 def _chance(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> dict[str, Any]:

@@ -22,7 +22,7 @@ def start_local_server(config: pytest.Config) -> None:
     """The shared model server, when the model (or else the judge) is served by one and none is known yet."""
     settings = config.stash[SETTINGS_KEY]
     shared = config.stash[SHARED_KEY]
-    served = [spec for spec in (settings.model, settings.judge) if provider_of(spec).local_server]
+    served = [spec for spec in (*settings.models, settings.model, settings.judge) if provider_of(spec).local_server]
     if not served or shared.local_url:
         return
     from pytest_longctx.backends import start_model_server
@@ -43,7 +43,7 @@ def settle_tokenizer(config: pytest.Config) -> None:
 
     s = config.stash[SETTINGS_KEY]
     settled: set[str] = set()
-    for spec in (s.model, s.judge):
+    for spec in (s.model, *s.models, s.judge):
         provider = provider_of(spec)
         if not provider.settle or provider.name in settled:
             continue
@@ -62,6 +62,8 @@ def settle_tokenizer(config: pytest.Config) -> None:
 def prefetch_wanted(config: pytest.Config) -> bool:
     s = config.stash[SETTINGS_KEY]
     if s.plan or os.environ.get("LONGCTX_CHILD") or s.cache == "off" or config.stash[RUN_KEY].stop_reason:
+        return False
+    if s.several:  # the dispatcher sends one model's requests (docs/several-models.md)
         return False
     if s.batch:
         return True

@@ -72,6 +72,8 @@ class Trial:
     raw: str = ""
     #: What the fake models may answer, from :meth:`expect` (real models never see it).
     oracle: Oracle | None = None
+    #: Several --longctx-model: the model this trial asks, stamped on its record (None: the run's one model).
+    model_key: str | None = None
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -155,4 +157,5 @@ class Trial:
             "cache_read_input_tokens": sum(c.cache_read_input_tokens for c in self.completions if not c.cache_hit),
             "latency_s": round(sum(c.latency_s for c in self.completions), 4),
             "detail": self.detail,
+            **({"model": self.model_key} if self.model_key is not None else {}),
         }
