@@ -184,9 +184,9 @@ def comparison_section(record: Mapping[str, Any]) -> str:
               '<th class=num>pairs</th><th class=num>independent items</th><th class=num>p</th></tr></thead>'
               f"<tbody>{rows}</tbody></table></div>") if rows else ""
     out = [f'<dl class="facts">{dl}</dl>', pooled,
-           f'<p class="big {"fail" if drops else "pass"}">{drops} cell{"" if drops == 1 else "s"} with a significant '
-           "drop</p>"
-           f'<p class="muted">{len(fell)} of {len(cells)} compared cells are below the baseline, {improved} above.</p>']
+           f'<p class="{"said fail" if drops else "said"}">{drops} cell{"" if drops == 1 else "s"} with a significant '
+           f"drop (exact McNemar per cell, Holm per experiment); {len(fell)} of {len(cells)} compared cells are below "
+           f"the baseline, {improved} above. The verdicts are in the table at the top.</p>"]
     if significant:
         out.append("<h3>Regressed cells (significant drop)</h3>" + _fell_table(significant[:100]))
     if others:
