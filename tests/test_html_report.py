@@ -191,7 +191,9 @@ def test_one_table_row_per_cell(showcase: dict[str, Any], page: Page) -> None:
 
 
 def test_charts_per_experiment(page: Page) -> None:
-    assert page.svgs == {"exp-qa": 2, "exp-controls": 1, "exp-lrt": 2, "exp-docs": 4, "exp-demo": 1}
+    # qa's two charts hold 4 and 3 series beside the compared run's: small multiples, one panel (svg) per series
+    assert page.svgs == {"exp-qa": 4 + 3, "exp-controls": 1, "exp-lrt": 2, "exp-docs": 4, "exp-demo": 1}
+    assert len(page.by_class("panel")) == 7 and len(page.by_class("multiples")) == 2
     captions = page.text
     for title in ("Accuracy by depth (%), per prompt variant", "Accuracy by depth (%), per context size",
                   "Controls: with the source (baseline) vs without it (control)", "Accuracy vs number of lines",
@@ -216,7 +218,8 @@ def test_position_chart_with_variants(tmp_path: Path) -> None:
     assert "prompt=cot" in page.text and "prompt=plain" in page.text
     svg = rendered[rendered.index("<svg"):rendered.index("</svg>")]
     assert svg.index(">beginning<") < svg.index(">middle<") < svg.index(">end<")  # reading order, not alphabetical
-    assert svg.count("<polygon") == 2  # one 95% band per variant
+    # two variants share one chart: a 95% interval bar per point, set apart so they do not bury each other
+    assert svg.count('class="ci"') == 6 and svg.count("<polygon") == 0
 
 
 def test_unknown_experiment_and_odd_params_get_a_bar_chart(tmp_path: Path) -> None:

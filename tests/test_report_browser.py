@@ -166,7 +166,7 @@ def test_rendered_dom_has_the_charts_and_record(tmp_path: Path) -> None:
     report = write_report(tmp_path, record)
     dom = chromium(tmp_path, "--dump-dom", "--virtual-time-budget=3000", report.as_uri()).stdout
     parsed = Dom(dom)
-    assert parsed.counts.get("svg") == 10  # qa 2, controls 1, lrt 2, docs 4, demo 1
+    assert parsed.counts.get("svg") == 15  # qa 4 + 3 small multiples, controls 1, lrt 2, docs 4, demo 1
     assert parsed.counts.get("table", 0) >= 7
     assert parsed.title == f"longctx · {record['settings']['model']} · gate fail"
     assert 'id="longctx-record"' in dom

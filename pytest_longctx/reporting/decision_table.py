@@ -94,7 +94,7 @@ def _verdicts(row: Row) -> str:
         return '<span class="muted">no threshold</span>'
     items = sorted(row.verdicts, key=lambda v: v[0] not in BAD)
     return '<ul class="verdicts">' + "".join(
-        f'<li class="{esc(v)}"><span class="badge {esc(v)}">{esc(v)}</span> <code>{esc(t)}</code>'
+        f'<li class="{esc(v)}"><span class="badge {esc(v)}">{esc(v)}</span> <code>{esc(t)}:</code>'
         f'<span class="words">{esc(w)}</span></li>' for v, t, w in items) + "</ul>"
 
 

@@ -79,7 +79,8 @@ def pairs_text(cmp: Mapping[str, Any]) -> str:
 
 def accuracy_html(acc: float) -> str:
     width = max(0.0, min(acc, 1.0)) * 100
-    return f'<span class="acc"><span class="accbar" style="width:{width:.0f}%"></span>{acc:.3f}</span>'
+    return (f'<span class="acc">{acc:.3f}<span class="accbar" aria-hidden="true"><span style="width:{width:.0f}%">'
+            "</span></span></span>")
 
 
 def _compare_tds(cmp: Mapping[str, Any] | None, n: Any) -> list[str]:
