@@ -106,14 +106,14 @@ def natural_key(value: Any) -> tuple[int, float, str]:
 class XScale:
     """Numeric (linear, or log for wide positive ranges) or categorical x axis over ``left..right``."""
 
-    def __init__(self, values: Sequence[Any], left: float, right: float) -> None:
+    def __init__(self, values: Sequence[Any], left: float, right: float, log: bool | None = None) -> None:
         self.values = sorted(set(values), key=natural_key)
         self.left, self.right = left, right
         self.numeric = bool(self.values) and all(is_number(v) for v in self.values)
         self.log = False
         if self.numeric and len(self.values) > 1:
             lo, hi = float(self.values[0]), float(self.values[-1])
-            self.log = lo > 0 and hi / lo >= 20
+            self.log = lo > 0 and (hi / lo >= 20 if log is None else log)
             self.lo, self.hi = (math.log10(lo), math.log10(hi)) if self.log else (lo, hi)
 
     def __call__(self, value: Any) -> float:
@@ -169,13 +169,14 @@ def _ref_line(y: float, left: float, right: float, label: str, colour: str = "#6
 
 def line_chart(series: Sequence[Series], *, x_label: str, y_label: str = "accuracy", y_max: float = 1.0,
                ref: tuple[float, str] | None = None, pct: bool = True, refs: Sequence[tuple[float, str, str]] = (),
-               context: Sequence[Series] = (), width: int = WIDTH, height: int = 300, intervals: str = "auto") -> str:
+               context: Sequence[Series] = (), width: int = WIDTH, height: int = 300, intervals: str = "auto",
+               x_log: bool | None = None) -> str:
     """Lines with markers and their 95% intervals: a light band when one series carries intervals, error bars set
     slightly apart when several do (``intervals``: auto, band, bars or none). ``context``: thin grey lines without
     markers (the other series of a small multiple). ``ref``/``refs``: dashed horizontal lines ((y, label[, colour])),
     labelled in the figure's legend, not on the plot."""
     top, bottom, left, right = 14, height - 50, 54 if y_label else 40, width - 16
-    scale = XScale([p.x for s in (*series, *context) for p in s.points], left + 12, right - 12)
+    scale = XScale([p.x for s in (*series, *context) for p in s.points], left + 12, right - 12, x_log)
 
     def y_of(value: float) -> float:
         return bottom - (bottom - top) * max(0.0, min(value, y_max)) / y_max

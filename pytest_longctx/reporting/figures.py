@@ -50,9 +50,22 @@ def series_label(params: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(f"{k}={params[k]}" for k in keys if k in params) or "all"
 
 
+def label_key(label: str) -> list[tuple[int, float, str]]:
+    """``context_tokens=4000`` before ``context_tokens=16000``: each ``k=v`` part in natural order."""
+    out = []
+    for part in label.split(", "):
+        value: Any = part.partition("=")[2]
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+        out.append(natural_key(value))
+    return out
+
+
 def label_colors(cells: Cells, keys: Sequence[str]) -> dict[str, int]:
     """Palette index per series label, the same in every chart of a group (e.g. rag is always red)."""
-    labels = sorted({series_label(c.get("params", {}), keys) for c in cells})
+    labels = sorted({series_label(c.get("params", {}), keys) for c in cells}, key=label_key)
     return {label: i for i, label in enumerate(labels)}
 
 
@@ -92,19 +105,20 @@ class Line:
     color: int = 0
 
 
-def _panel(line: Line, others: Sequence[Line], x_label: str, refs: Sequence[tuple[float, str, str]]) -> str:
+def _panel(line: Line, others: Sequence[Line], x_label: str, refs: Sequence[tuple[float, str, str]],
+           x_log: bool | None) -> str:
     series = [Series(line.label, line.points, color=line.color)]
     if line.before:
         series.append(Series(f"{line.label} (compared run)", line.before, dashed=True, color=line.color))
     context = [Series(o.label, o.points) for o in others if o is not line and o.points]
     svg = line_chart(series, x_label=x_label, y_label="", refs=refs, context=context, width=PANEL_WIDTH,
-                     height=PANEL_HEIGHT, intervals="band")
+                     height=PANEL_HEIGHT, intervals="band", x_log=x_log)
     return (f'<div class="panel"><div class="panel-title"><span class="swatch" style="--c:{color(line.color)}">'
             f"</span>{esc(line.label)}</div>{svg}</div>")
 
 
 def lines_figure(title: str, lines: Sequence[Line], *, x_label: str, refs: Sequence[tuple[float, str, str]] = (),
-                 note: str = "", compared_label: str = "compared run") -> Figure | None:
+                 note: str = "", compared_label: str = "compared run", x_log: bool | None = None) -> Figure | None:
     """Accuracy lines with 95% intervals, the same style for every experiment. Up to :data:`MAX_OVERLAID` series
     share one chart (intervals as error bars set apart, a band when there is one series); more become small
     multiples, one panel per series with its band and the others as thin grey lines. ``refs``: dashed horizontal
@@ -115,7 +129,7 @@ def lines_figure(title: str, lines: Sequence[Line], *, x_label: str, refs: Seque
     legend = [(label, colour, True) for _, label, colour in refs]
     compared = any(line.before for line in lines)
     if sum(1 + bool(line.before) for line in lines) > MAX_OVERLAID:
-        grid = "".join(_panel(line, lines, x_label, refs) for line in lines)
+        grid = "".join(_panel(line, lines, x_label, refs, x_log) for line in lines)
         note = (f"{len(lines)} series, one panel each (shaded: its 95% interval; grey: the other series, for "
                 "comparison). " + note).strip()
         if compared:
@@ -131,7 +145,7 @@ def lines_figure(title: str, lines: Sequence[Line], *, x_label: str, refs: Seque
     legend = [(s.label, color(s.color or 0), s.dashed) for s in series] + legend
     carrying = sum(1 for s in series if not s.dashed)
     said = "Shaded: 95% interval." if carrying <= 1 else "Bars: 95% intervals (set slightly apart)."
-    return Figure(title, line_chart(series, x_label=x_label, refs=refs), legend, f"{said} {note}".strip())
+    return Figure(title, line_chart(series, x_label=x_label, refs=refs, x_log=x_log), legend, f"{said} {note}".strip())
 
 
 def accuracy_lines(cells: Cells, x_key: str, series_keys: Sequence[str], title: str,
@@ -143,7 +157,7 @@ def accuracy_lines(cells: Cells, x_key: str, series_keys: Sequence[str], title: 
     colors = label_colors(cells, series_keys)
     lines = [Line(label, [accuracy_point(x, c, n) for x, (c, n) in xs.items() if n > 0],
                   [accuracy_point(x, c, n) for x, (c, n) in before.get(label, {}).items() if n > 0],
-                  colors.get(label, 0)) for label, xs in sorted(groups.items())]
+                  colors.get(label, 0)) for label, xs in sorted(groups.items(), key=lambda g: label_key(g[0]))]
     keys = {k for c in cells if x_key in c.get("params", {}) for k in c["params"]}
     pooled_over = sorted(keys - {x_key, *series_keys})
     note = (f"Pooled over {', '.join(pooled_over)}." if pooled_over else "") + (
