@@ -86,7 +86,7 @@ class Page(HTMLParser):
             self.scripts.append((self._script[0], "".join(self._script[1])))
             self._script = None
         elif tag == "td" and self._row is not None and self._cell is not None:
-            self._row.append("".join(self._cell).strip())
+            self._row.append("".join(self._cell).replace("\xa0", " ").strip())  # a no-break space reads as one
             self._cell = None
         elif tag == "tr" and self._row is not None:
             if self._row:

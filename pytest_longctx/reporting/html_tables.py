@@ -113,10 +113,10 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
         verdict = cell_verdict(cell)
         tds = [_td(esc(value_text(params.get(k))), params.get(k) if isinstance(params.get(k), (int, float)) else None)
                for k in keys]
-        interval = f"[{num(cell.get('ci_low'), '.2f')}, {num(cell.get('ci_high'), '.2f')}]"
+        interval = f"[{num(cell.get('ci_low'), '.2f')},&nbsp;{num(cell.get('ci_high'), '.2f')}]"
         errors = cell.get("errors", 0)
         tds += [_td(esc(cell.get("n", 0)), cell.get("n", 0), "num"),
-                _td(esc(cell.get("correct", 0)), cell.get("correct", 0), "num"),
+                _td(esc(cell.get("correct", 0)), cell.get("correct", 0), "num opt"),
                 _td(accuracy_html(acc), f"{acc:.6f}", "num"),
                 _td(interval, cell.get("ci_low"), "num"),
                 *([_td(esc(shown), shown, "warn" if shown else "")] if any(marks) else []),
@@ -128,7 +128,8 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
         row_cls = "fail" if verdict == "fail" or (cmp or {}).get("significant_drop") else ""
         rows.append(f'<tr class="{row_cls}">{"".join(tds)}</tr>')
     numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff", "p (McNemar; Holm)"}
-    header = "".join(f'<th class="{"num" if h in numeric else ""}">{esc(h)}</th>' for h in head)
+    header = "".join(f'<th class="{"num" if h in numeric else ""}{" opt" if h == "correct" else ""}">'
+                     f'{esc(h).replace("_", "_<wbr>")}</th>' for h in head)
     return (f'<div class="tablebar"><input class="filter" type="search" placeholder="filter rows…" '
             f'aria-label="filter {esc(experiment)} cells"><span class="muted">{len(cells)} cells · click a header '
             f'to sort</span></div><div class="scroll tall"><table class="cells sortable"><thead><tr>{header}</tr>'
