@@ -399,3 +399,50 @@ def _record_from(agg: Aggregator, tmp: Path) -> dict[str, Any]:
                           1_760_000_010.0, 1)
     decide(record, settings, {}, None, [])
     return dict(json.loads(json.dumps(record)))
+
+
+def test_decision_table_opens_the_report_failing_rows_first(showcase: dict[str, Any]) -> None:
+    rendered = _html(showcase)
+    # the verdict and the decision table come before the run's facts, the comparison and every chart
+    assert rendered.index('class="gate') < rendered.index('<table class="decision">') < rendered.index('class="facts"')
+    assert rendered.index('<table class="decision">') < rendered.index("<svg")
+    table = rendered[rendered.index('<table class="decision">'):rendered.index("</table>")]
+    kinds = re.findall(r'<tr class="(fail|warn|ok)">', table)
+    assert kinds == sorted(kinds, key=["fail", "warn", "ok"].index) and kinds[0] == "fail"
+    failing = {c["experiments"][0] for c in showcase["gate"]["checks"] if c["verdict"] == "fail"}
+    first = re.search(r'<tr class="fail"><th scope="row">([^<]+)</th>', table)
+    assert first is not None and first.group(1) in failing
+    lrt = showcase["experiments"]["lrt"]
+    assert f"{lrt['pooled']['accuracy']:.3f}" in table and f"{lrt['vs']['diff']:+.3f}" in table
+    assert "effective length" in table and "could detect" in table
+
+
+def test_an_all_error_run_says_so_at_the_top(tmp_path: Path) -> None:
+    record = data.error_record(tmp_path)
+    errors = len(record["trials"])
+    assert errors and all(t["outcome"] == "error" for t in record["trials"])
+    page = Page(_html(record))
+    gate = page.by_class("gate")
+    assert len(gate) == 1 and "errors" in gate[0]["class"].split()
+    text = page.text
+    top = text[text.index("pytest-longctx report"):text.index("experiment accuracy")]  # the first screen
+    assert f"{errors:,} ERRORS" in top and f"{errors:,} errors of {errors:,} trials (nothing scored" in top
+    assert "exit code 1 (errors)" in top and f"ERROR ×{errors:,}: BackendError: fake/error" in top
+    assert "NONE" not in top and "0%" not in top
+    assert "nothing scored" in text[text.index("experiment accuracy"):]
+
+
+def test_terminal_decision_lines_status_first_then_failing() -> None:
+    from pytest_longctx.reporting.decision import terminal_lines
+
+    record = data.showcase_record(Path("/nonexistent-not-written"))
+    lines = terminal_lines(record)
+    style, first = lines[0]
+    assert style == "red" and first.startswith("FAIL: ")
+    assert "exit code 1 (errors; the gate alone: exit code 10)" in first
+    names = [text for style, text in lines[1:] if not text.startswith(" ") and style in ("red", "bold")]
+    assert names[0] == "lrt" and lines[1] == ("red", "lrt")
+    body = [text for _, text in lines]
+    lrt = body[body.index("lrt"):]
+    verdicts = [t.split()[0] for t in lrt[1:] if t.startswith("  ") and t.split()[0] in ("PASS", "FAIL")][:3]
+    assert verdicts[0] == "FAIL"  # the failing threshold before the passing ones

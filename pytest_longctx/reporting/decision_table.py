@@ -24,11 +24,30 @@ from pytest_longctx.reporting.decision import (
 )
 from pytest_longctx.util.words import plural
 
+#: Distinct error messages shown under the verdict (the rest are in the drill-downs and the record).
+ERRORS_SHOWN = 3
 
-def verdict_box(status: Status) -> str:
-    """The headline is the verdict: ``FAIL``, ``200 ERRORS``, ``STOPPED``... with its counts and the exit code."""
+
+def error_kinds(trials: Sequence[Mapping[str, Any]]) -> list[tuple[str, int]]:
+    """Each distinct error (its first line, cut at 140 characters) with its count, most frequent first."""
+    counts: dict[str, int] = {}
+    for t in trials:
+        if t.get("outcome") == "error":
+            line = str(t.get("error") or "error").strip().splitlines()[0] if t.get("error") else "error"
+            key = line if len(line) <= 140 else line[:139] + "…"
+            counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.items(), key=lambda kv: -kv[1])
+
+
+def verdict_box(status: Status, trials: Sequence[Mapping[str, Any]] = ()) -> str:
+    """The headline is the verdict: ``FAIL``, ``200 ERRORS``, ``STOPPED``... with its counts, the exit code and
+    the most frequent errors."""
     cls = status.gate + ("" if status.kind == status.gate else f" {status.kind}")
-    facts = "".join(f"<li>{esc(f)}</li>" for f in status.facts())
+    kinds = error_kinds(trials)
+    lines = [*status.facts(), *(f"ERROR ×{n:,}: {text}" for text, n in kinds[:ERRORS_SHOWN])]
+    if len(kinds) > ERRORS_SHOWN:
+        lines.append(f"{len(kinds) - ERRORS_SHOWN} other distinct errors (see each experiment's misses and errors)")
+    facts = "".join(f"<li>{esc(f)}</li>" for f in lines)
     return (f'<div class="gate {esc(cls)}"><div class="kicker">verdict</div><div class="verdict">'
             f'{esc(status.headline())}</div><ul class="small">{facts}</ul></div>')
 

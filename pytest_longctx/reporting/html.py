@@ -76,7 +76,7 @@ def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
             + (f'<p class="model-note">{esc(s["model_note"])}</p>' if s.get("model_note") else "") +
             f'<p class="muted">{len(cells):,} condition {plural("cell", len(cells))} · {len(experiments)} '
             f'{plural("experiment", len(experiments))} · {len(sections)} report {plural("section", len(sections))}'
-            f"</p></div>{verdict_box(run_status(record))}</header>{banners}")
+            f"</p></div>{verdict_box(run_status(record), record.get('trials') or [])}</header>{banners}")
 
 
 def run_facts(record: Mapping[str, Any]) -> str:
