@@ -446,3 +446,13 @@ def test_terminal_decision_lines_status_first_then_failing() -> None:
     lrt = body[body.index("lrt"):]
     verdicts = [t.split()[0] for t in lrt[1:] if t.startswith("  ") and t.split()[0] in ("PASS", "FAIL")][:3]
     assert verdicts[0] == "FAIL"  # the failing threshold before the passing ones
+
+
+def test_terminal_status_line_leaves_the_stop_reason_to_the_footer(tmp_path: Path) -> None:
+    from pytest_longctx.reporting.decision import terminal_lines
+
+    record = data.make_record(tmp_path, samples=3, stopped="FatalBackendError: 401 invalid x-api-key")
+    style, first = terminal_lines(record)[0]
+    assert style == "red" and first.startswith("STOPPED: ") and "exit code 2 (stopped)" in first
+    assert not any("401 invalid" in text for _, text in terminal_lines(record))  # printed once, by the footer
+    assert "run stopped: FatalBackendError: 401 invalid x-api-key" in Page(_html(record)).text

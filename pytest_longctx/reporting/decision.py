@@ -56,11 +56,13 @@ class Status:
             return f"{self.errors:,} {plural('error', self.errors).upper()}"
         return {"none": "NO GATE"}.get(self.gate, self.gate.upper())
 
-    def facts(self) -> list[str]:
-        """The counts behind the headline, exit code last: ``200 errors of 200 trials``, ``exit code 1``."""
+    def facts(self, reasons: bool = True) -> list[str]:
+        """The counts behind the headline, exit code last: ``200 errors of 200 trials``, ``exit code 1``.
+        ``reasons``: say why the run stopped and why the gate could not check (the terminal prints them once,
+        further down)."""
         out = []
         if self.stopped:
-            out.append(f"run stopped: {self.stopped}")
+            out.append(f"run stopped: {self.stopped}" if reasons else "stopped (why: below)")
         if self.errors:
             scored = "nothing scored" if not self.scored else f"{self.scored:,} scored"
             out.append(f"{self.errors:,} {plural('error', self.errors)} of {self.trials:,} trials ({scored}; errors "
@@ -70,7 +72,7 @@ class Status:
         if self.gate == "none":
             out.append("no thresholds set")
         elif self.gate == "error":
-            out.append("gate could not check: " + "; ".join(self.gate_errors))
+            out.append("gate could not check" + (": " + "; ".join(self.gate_errors) if reasons else " (why: below)"))
         else:
             checked = sum(self.counts.values())
             out.append(", ".join(f"{v} {k}" for k, v in self.counts.items() if v) + f" of {checked} "
@@ -231,7 +233,7 @@ def pairing_line(record: Mapping[str, Any]) -> str | None:
 def status_line(status: Status) -> tuple[str, str]:
     """(style, text): the run's verdict and its counts on one line, red when the exit code is not 0."""
     style = "red" if status.exit_code else "green" if status.gate == "pass" else ""
-    return style, f"{status.headline()}: " + "; ".join(status.facts())
+    return style, f"{status.headline()}: " + "; ".join(status.facts(reasons=False))
 
 
 def terminal_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
