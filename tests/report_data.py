@@ -170,10 +170,15 @@ def settings_for(model: str, tmp: Path, thresholds: tuple[str, ...] = (), compar
 def make_record(tmp: Path, *, model: str = "anthropic/claude-haiku-4-5", quality: float = 0.0, samples: int = 10,
                 thresholds: tuple[str, ...] = (), baseline: dict[str, Any] | None = None,
                 payload: str | None = None, shuffle_penalty: float = 1.0, error_rate: float = 0.01,
-                stopped: str | None = None) -> dict[str, Any]:
-    """A full run record with qa, controls, lrt, docs and demo cells (and optionally a comparison)."""
+                stopped: str | None = None, errors_only: bool = False) -> dict[str, Any]:
+    """A full run record with qa, controls, lrt, docs and demo cells (and optionally a comparison);
+    ``errors_only``: every trial errored, as with ``--longctx-model fake/error``."""
     trials = (qa_trials(model, quality, samples, error_rate) + lrt_trials(model, quality, samples, shuffle_penalty)
               + docs_trials(model, quality, samples) + demo_trials(model, quality, samples))
+    if errors_only:
+        trials = [{**t, "outcome": "error", "expected": None, "answer": None, "raw": "", "reason": None, "calls": 0,
+                   "cache_hits": 0, "input_tokens": 0, "output_tokens": 0,
+                   "error": f"BackendError: {model}: injected error (HTTP 529 overloaded)"} for t in trials]
     if payload is not None:
         for exp in ("qa", "lrt"):
             miss = next(t for t in trials if t["experiment"] == exp and t["outcome"] == "incorrect")
@@ -207,6 +212,16 @@ def showcase_record(tmp: Path, payload: str | None = None) -> dict[str, Any]:
     return make_record(tmp, model="anthropic/claude-haiku-4-5", samples=16, baseline=baseline, payload=payload,
                        shuffle_penalty=2.0, thresholds=("*:0.5", "experiment=lrt,shuffle=none:0.9",
                                                         "experiment=lrt:max-drop=0", "experiment=lrt:max-drop=0/each"))
+
+
+def error_record(tmp: Path) -> dict[str, Any]:
+    """Every trial errored (an endpoint that only fails): the report must say so at the top, with the exit code."""
+    return make_record(tmp, model="fake/error", samples=4, errors_only=True)
+
+
+def single_record(tmp: Path) -> dict[str, Any]:
+    """One model, no compared run, one threshold: the plainest report."""
+    return make_record(tmp, samples=16, thresholds=("*:0.5",), error_rate=0.0)
 
 
 def builtin_sections(record: dict[str, Any]) -> list[Any]:

@@ -86,7 +86,7 @@ class Page(HTMLParser):
             self.scripts.append((self._script[0], "".join(self._script[1])))
             self._script = None
         elif tag == "td" and self._row is not None and self._cell is not None:
-            self._row.append("".join(self._cell).strip())
+            self._row.append("".join(self._cell).replace("\xa0", " ").strip())  # a no-break space reads as one
             self._cell = None
         elif tag == "tr" and self._row is not None:
             if self._row:
@@ -153,7 +153,8 @@ def test_header_shows_the_run_facts(showcase: dict[str, Any], page: Page) -> Non
         assert s["git_commit"][:12] in text
     gate = page.by_class("gate")
     assert len(gate) == 1 and "fail" in gate[0]["class"].split()
-    assert "FAIL" in text and "exit code 10" in text
+    # the showcase has errored trials: pytest exits 1, and the report says the gate alone would give 10
+    assert "FAIL" in text and "exit code 1 (errors; the gate alone: exit code 10)" in text
     for threshold in s["thresholds"]:
         assert threshold in text
 
@@ -190,7 +191,9 @@ def test_one_table_row_per_cell(showcase: dict[str, Any], page: Page) -> None:
 
 
 def test_charts_per_experiment(page: Page) -> None:
-    assert page.svgs == {"exp-qa": 2, "exp-controls": 1, "exp-lrt": 2, "exp-docs": 4, "exp-demo": 1}
+    # qa's two charts hold 4 and 3 series beside the compared run's: small multiples, one panel (svg) per series
+    assert page.svgs == {"exp-qa": 4 + 3, "exp-controls": 1, "exp-lrt": 2, "exp-docs": 4, "exp-demo": 1}
+    assert len(page.by_class("panel")) == 7 and len(page.by_class("multiples")) == 2
     captions = page.text
     for title in ("Accuracy by depth (%), per prompt variant", "Accuracy by depth (%), per context size",
                   "Controls: with the source (baseline) vs without it (control)", "Accuracy vs number of lines",
@@ -215,7 +218,8 @@ def test_position_chart_with_variants(tmp_path: Path) -> None:
     assert "prompt=cot" in page.text and "prompt=plain" in page.text
     svg = rendered[rendered.index("<svg"):rendered.index("</svg>")]
     assert svg.index(">beginning<") < svg.index(">middle<") < svg.index(">end<")  # reading order, not alphabetical
-    assert svg.count("<polygon") == 2  # one 95% band per variant
+    # two variants share one chart: a 95% interval bar per point, set apart so they do not bury each other
+    assert svg.count('class="ci"') == 6 and svg.count("<polygon") == 0
 
 
 def test_unknown_experiment_and_odd_params_get_a_bar_chart(tmp_path: Path) -> None:
@@ -395,3 +399,60 @@ def _record_from(agg: Aggregator, tmp: Path) -> dict[str, Any]:
                           1_760_000_010.0, 1)
     decide(record, settings, {}, None, [])
     return dict(json.loads(json.dumps(record)))
+
+
+def test_decision_table_opens_the_report_failing_rows_first(showcase: dict[str, Any]) -> None:
+    rendered = _html(showcase)
+    # the verdict and the decision table come before the run's facts, the comparison and every chart
+    assert rendered.index('class="gate') < rendered.index('<table class="decision">') < rendered.index('class="facts"')
+    assert rendered.index('<table class="decision">') < rendered.index("<svg")
+    table = rendered[rendered.index('<table class="decision">'):rendered.index("</table>")]
+    kinds = re.findall(r'<tr class="(fail|warn|ok)">', table)
+    assert kinds == sorted(kinds, key=["fail", "warn", "ok"].index) and kinds[0] == "fail"
+    failing = {c["experiments"][0] for c in showcase["gate"]["checks"] if c["verdict"] == "fail"}
+    first = re.search(r'<tr class="fail"><th scope="row">([^<]+)</th>', table)
+    assert first is not None and first.group(1) in failing
+    lrt = showcase["experiments"]["lrt"]
+    assert f"{lrt['pooled']['accuracy']:.3f}" in table and f"{lrt['vs']['diff']:+.3f}" in table
+    assert "effective length" in table and "could detect" in table
+
+
+def test_an_all_error_run_says_so_at_the_top(tmp_path: Path) -> None:
+    record = data.error_record(tmp_path)
+    errors = len(record["trials"])
+    assert errors and all(t["outcome"] == "error" for t in record["trials"])
+    page = Page(_html(record))
+    gate = page.by_class("gate")
+    assert len(gate) == 1 and "errors" in gate[0]["class"].split()
+    text = page.text
+    top = text[text.index("pytest-longctx report"):text.index("experiment accuracy")]  # the first screen
+    assert f"{errors:,} ERRORS" in top and f"{errors:,} errors of {errors:,} trials (nothing scored" in top
+    assert "exit code 1 (errors)" in top and f"ERROR ×{errors:,}: BackendError: fake/error" in top
+    assert "NONE" not in top and "0%" not in top
+    assert "nothing scored" in text[text.index("experiment accuracy"):]
+
+
+def test_terminal_decision_lines_status_first_then_failing() -> None:
+    from pytest_longctx.reporting.decision import terminal_lines
+
+    record = data.showcase_record(Path("/nonexistent-not-written"))
+    lines = terminal_lines(record)
+    style, first = lines[0]
+    assert style == "red" and first.startswith("FAIL: ")
+    assert "exit code 1 (errors; the gate alone: exit code 10)" in first
+    names = [text for style, text in lines[1:] if not text.startswith(" ") and style in ("red", "bold")]
+    assert names[0] == "lrt" and lines[1] == ("red", "lrt")
+    body = [text for _, text in lines]
+    lrt = body[body.index("lrt"):]
+    verdicts = [t.split()[0] for t in lrt[1:] if t.startswith("  ") and t.split()[0] in ("PASS", "FAIL")][:3]
+    assert verdicts[0] == "FAIL"  # the failing threshold before the passing ones
+
+
+def test_terminal_status_line_leaves_the_stop_reason_to_the_footer(tmp_path: Path) -> None:
+    from pytest_longctx.reporting.decision import terminal_lines
+
+    record = data.make_record(tmp_path, samples=3, stopped="FatalBackendError: 401 invalid x-api-key")
+    style, first = terminal_lines(record)[0]
+    assert style == "red" and first.startswith("STOPPED: ") and "exit code 2 (stopped)" in first
+    assert not any("401 invalid" in text for _, text in terminal_lines(record))  # printed once, by the footer
+    assert "run stopped: FatalBackendError: 401 invalid x-api-key" in Page(_html(record)).text

@@ -88,14 +88,14 @@ def test_u_curve_through_the_local_messages_api(longctx_runner: Any, api: Any, l
     assert templates == {"litm-qa@1", "litm-closedbook@1", "litm-kv@1"}
     assert all("BM25" in t["detail"]["distractors"] for t in record["trials"] if t["experiment"] == "litm-qa")
     figures = litm_figures(record["cells"])
-    assert len(figures) == 2 and all(f.count('class="curve"') for f in figures)
-    assert figures[0].count('class="curve"') == 2 and figures[0].count('class="baseline"') == 2
+    assert len(figures) == 2 and all(f.svg.count('class="curve"') for f in figures)
+    assert figures[0].svg.count('class="curve"') == 2 and figures[0].svg.count('class="ref"') == 2
     # the run's own HTML report shows them, reached through the hooks (pytest_longctx_report_sections/_tables)
     html = (run.report_dir / "longctx.html").read_text(encoding="utf-8")
     section = html[html.index('<section id="exp-litm">'):]
     section = section[:section.index("</section>")]
     assert "<h2>Lost in the middle (litm-qa, litm-kv)</h2>" in section
-    assert section.count('class="curve"') == 3 and section.count('class="baseline"') == 2  # 2 QA lines, 1 KV
+    assert section.count('class="curve"') == 3 and section.count('class="ref"') == 2  # 2 QA lines, 1 KV
     assert "Multi-document QA: accuracy vs position" in section and "Key-value retrieval: accuracy vs" in section
     assert [t["title"] for t in record["tables"]] == [t["title"] for t in litm_tables(record["cells"], [])]
     assert all(escape(t["title"]) in section for t in record["tables"])

@@ -52,23 +52,33 @@ def test_no_cells_no_tables_or_figures() -> None:
 def test_u_curve_lines_baselines_and_points() -> None:
     svg = u_curve_svg(CELLS)
     assert svg is not None
-    root = ElementTree.fromstring(svg)  # well-formed XML
+    root = ElementTree.fromstring(svg)  # well-formed XML: one chart (two series) in the shared style
     ns = "{http://www.w3.org/2000/svg}"
-    curves = root.findall(f"{ns}polyline")
-    assert [c.get("data-count") for c in curves] == ["10", "20"]
+    curves = root.findall(f"{ns}polyline[@class='curve']")
+    assert [c.get("data-series") for c in curves] == ["10 documents", "20 documents"]
     assert len(curves[0].get("points", "").split()) == 3
-    assert sorted(b.get("data-name") for b in root.findall(f"{ns}line[@class='baseline']")) == ["closed-book",
-                                                                                                  "oracle"]
+    refs = root.findall(f"{ns}line[@class='ref']")
+    assert sorted("".join(r.itertext()) for r in refs) == ["closed-book 0.30", "oracle 0.90"]
     assert len(root.findall(f"{ns}circle")) == 5
+    assert len(root.findall(f"{ns}line[@class='ci']")) == 5  # an interval per point, set apart
     # the 10-document line: 0.8 at position 1, 0.5 at 5, 0.7 at 10 -> y falls then rises
     ys = [float(p.split(",")[1]) for p in curves[0].get("points", "").split()]
     assert ys[1] > ys[0] and ys[1] > ys[2]
-    assert "closed-book 0.30" in svg and "oracle 0.90" in svg and "of 20" in svg
+    figure = litm_figures(CELLS)[0]
+    assert ("closed-book 0.30", "#7f7f7f", True) in figure.legend and "oracle 0.90" in str(figure.legend)
+    assert "of 20" in svg and "log scale" not in svg  # positions on a linear axis
 
 
 def test_kv_figure_has_no_baselines_and_escapes_text() -> None:
     svg = u_curve_svg(CELLS, "litm-kv")
-    assert svg is not None and 'class="baseline"' not in svg
-    assert "Key-value retrieval" in svg and "75 keys" in svg
-    assert not re.search(r"<(?!/?(svg|title|text|rect|line|polyline|circle)\b)", svg)
-    assert len(litm_figures(CELLS)) == 2
+    assert svg is not None and 'class="ref"' not in svg
+    assert "75 keys" in svg
+    assert not re.search(r"<(?!/?(svg|title|text|rect|line|polyline|polygon|circle)\b)", svg)
+    assert [f.title.split(":")[0] for f in litm_figures(CELLS)] == ["Multi-document QA", "Key-value retrieval"]
+
+
+def test_compared_run_draws_its_curve_beside_this_one() -> None:
+    compared = [{**c, "compare": {"baseline_n": 10, "baseline_accuracy": 1.0}} for c in CELLS]
+    figure = litm_figures(compared)[1]  # key-value: one series and the compared run's, dashed
+    assert any(dashed and "compared run" in label for label, _, dashed in figure.legend)
+    assert figure.svg.count('stroke-dasharray="6 4"') == 1

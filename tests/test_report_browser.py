@@ -8,6 +8,7 @@ Set LONGCTX_KEEP_SCREENSHOT=1 to copy the screenshot to reports/screenshots/ in 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -166,7 +167,7 @@ def test_rendered_dom_has_the_charts_and_record(tmp_path: Path) -> None:
     report = write_report(tmp_path, record)
     dom = chromium(tmp_path, "--dump-dom", "--virtual-time-budget=3000", report.as_uri()).stdout
     parsed = Dom(dom)
-    assert parsed.counts.get("svg") == 10  # qa 2, controls 1, lrt 2, docs 4, demo 1
+    assert parsed.counts.get("svg") == 15  # qa 4 + 3 small multiples, controls 1, lrt 2, docs 4, demo 1
     assert parsed.counts.get("table", 0) >= 7
     assert parsed.title == f"longctx · {record['settings']['model']} · gate fail"
     assert 'id="longctx-record"' in dom
@@ -185,3 +186,94 @@ def test_script_in_a_model_answer_does_not_run(tmp_path: Path) -> None:
     text = " ".join(" ".join(parsed.text).split())
     assert text.count(data.PAYLOAD) >= 3  # two answers and the stop reason, shown as text
     assert re.search(r"<script>document\.title", dom) is None
+
+
+#: The reports a person opens: one model alone, a compared run, a run where every trial errored.
+KINDS = {"single": data.single_record, "compared": data.showcase_record, "errors": data.error_record}
+#: Window widths (px) the report must fit, and the height of the first screen.
+WIDTHS, FIRST_SCREEN = (1400, 800), 900
+#: Measured in the page once it has loaded (no waiting on a clock): where the decision table starts, and every box
+#: whose text does not fit it. The result goes into the title, which --dump-dom prints.
+LAYOUT_CHECK = """<script>addEventListener("load", function () {
+  var out = {problems: []}, table = document.querySelector("table.decision");
+  out.tableTop = table ? table.getBoundingClientRect().top : null;
+  out.viewport = [innerWidth, innerHeight];
+  if (document.documentElement.scrollWidth > innerWidth) out.problems.push("page wider than the window: " +
+      document.documentElement.scrollWidth);
+  if (table && table.getBoundingClientRect().right > table.parentNode.getBoundingClientRect().right + 1)
+    out.problems.push("decision table wider than its section");
+  document.querySelectorAll("header *, #decision *, td, th, figcaption, .legend li, .panel-title, dd, .note").forEach(
+    function (el) {
+      if (el.clientWidth && el.scrollWidth > el.clientWidth + 1 && getComputedStyle(el).overflowX !== "auto")
+        out.problems.push("text overflows <" + el.tagName.toLowerCase() + ">: " + el.textContent.slice(0, 60));
+    });
+  document.querySelectorAll(".scroll").forEach(function (el) {  // a table cut at the box's edge reads as clipped
+    if (el.clientWidth && el.scrollWidth > el.clientWidth + 1 && !el.closest("details:not([open])"))
+      out.problems.push("table wider than its box (" + el.scrollWidth + " > " + el.clientWidth + "): " +
+                        el.textContent.slice(0, 60));
+  });
+  document.querySelectorAll("svg.chart text").forEach(function (t) {
+    var r = t.getBoundingClientRect(), s = t.ownerSVGElement.getBoundingClientRect();
+    if (r.width && (r.left < s.left - 1 || r.right > s.right + 1 || r.top < s.top - 1 || r.bottom > s.bottom + 1))
+      out.problems.push("chart text outside its chart: " + t.textContent.slice(0, 60));
+  });
+  document.title = "LAYOUT " + JSON.stringify(out);
+});</script>"""
+
+
+@pytest.fixture(scope="module", params=list(KINDS))
+def report_kind(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    tmp = tmp_path_factory.mktemp(request.param)
+    return request.param, write_report(tmp, KINDS[request.param](tmp))
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_decision_table_in_the_first_screen_and_nothing_overflows(report_kind: tuple[str, Path], width: int) -> None:
+    kind, report = report_kind
+    found = layout(report.parent, report, width)
+    assert found["viewport"][0] == width  # (headless Chromium takes its window frame off the height)
+    screen = min(found["viewport"][1], FIRST_SCREEN)
+    assert found["tableTop"] is not None and 0 < found["tableTop"] < screen, (kind, width, found["tableTop"])
+    assert found["problems"] == [], (kind, width)
+
+
+def layout(tmp: Path, page: Path, width: int) -> dict[str, Any]:
+    """What :data:`LAYOUT_CHECK` measured in ``page`` at ``width`` px."""
+    checked = page.with_name(f"checked-{width}-{page.name}")
+    checked.write_text(page.read_text(encoding="utf-8").replace("</body>", LAYOUT_CHECK + "</body>"),
+                       encoding="utf-8")
+    title = Dom(chromium(tmp, "--dump-dom", f"--window-size={width},{FIRST_SCREEN}", checked.as_uri()).stdout).title
+    assert title.startswith("LAYOUT "), title
+    found: dict[str, Any] = json.loads(title.removeprefix("LAYOUT "))
+    return found
+
+
+def test_the_layout_check_sees_clipped_text(tmp_path: Path) -> None:
+    """The check can fail: a clipped cell, a label outside its chart, a table wider than the window."""
+    page = tmp_path / "broken.html"
+    page.write_text('<!doctype html><html><head><title>x</title></head><body><table class="decision"><tr>'
+                    '<td style="max-width:40px;overflow:hidden;white-space:nowrap">0.20 (1,234 of 5,000)</td></tr>'
+                    '</table><svg class="chart" viewBox="0 0 100 50" width="100" height="50"><text x="90" y="20">'
+                    'a label running off the chart</text></svg><div style="width:3000px">wide</div></body></html>',
+                    encoding="utf-8")
+    problems = " | ".join(layout(tmp_path, page, 800)["problems"])
+    assert "text overflows <td>: 0.20 (1,234" in problems
+    assert "chart text outside its chart: a label running off" in problems
+    assert "page wider than the window" in problems
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_first_screen_screenshots(report_kind: tuple[str, Path], width: int) -> None:
+    """The first screen as a person sees it; LONGCTX_KEEP_SCREENSHOT=1 copies it to docs/img/ (the docs show it)."""
+    kind, report = report_kind
+    shot = report.with_name(f"report-{kind}-{width}.png")
+    chromium(report.parent, f"--screenshot={shot}", f"--window-size={width},{FIRST_SCREEN}", "--hide-scrollbars",
+             report.as_uri())
+    rgb = decode_png(shot.read_bytes())[:, :, :3].astype(np.int64)
+    assert rgb.shape[:2] == (FIRST_SCREEN, width)
+    red = (rgb == (185, 28, 28)).all(axis=2).sum()  # the verdict box: red for a failing or all-error run
+    assert (red > 20_000) == (kind in ("compared", "errors")), (kind, red)
+    if os.environ.get("LONGCTX_KEEP_SCREENSHOT") == "1":
+        kept = REPO / "docs" / "img" / shot.name
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, kept)

@@ -66,6 +66,8 @@ class Figure:
     svg: str
     legend: list[tuple[str, str, bool]] = field(default_factory=list)  # (label, colour, dashed)
     note: str = ""
+    #: Spans the whole row of figures (small multiples).
+    wide: bool = False
 
 
 def fmt_value(value: Any) -> str:
@@ -104,14 +106,14 @@ def natural_key(value: Any) -> tuple[int, float, str]:
 class XScale:
     """Numeric (linear, or log for wide positive ranges) or categorical x axis over ``left..right``."""
 
-    def __init__(self, values: Sequence[Any], left: float, right: float) -> None:
+    def __init__(self, values: Sequence[Any], left: float, right: float, log: bool | None = None) -> None:
         self.values = sorted(set(values), key=natural_key)
         self.left, self.right = left, right
         self.numeric = bool(self.values) and all(is_number(v) for v in self.values)
         self.log = False
         if self.numeric and len(self.values) > 1:
             lo, hi = float(self.values[0]), float(self.values[-1])
-            self.log = lo > 0 and hi / lo >= 20
+            self.log = lo > 0 and (hi / lo >= 20 if log is None else log)
             self.lo, self.hi = (math.log10(lo), math.log10(hi)) if self.log else (lo, hi)
 
     def __call__(self, value: Any) -> float:
@@ -125,8 +127,8 @@ class XScale:
         return self.left + frac * (self.right - self.left)
 
 
-def _svg(height: int, body: str, label: str) -> str:
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {WIDTH} {height}" class="chart" role="img" '
+def _svg(height: int, body: str, label: str, width: int = WIDTH) -> str:
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" class="chart" role="img" '
             f'aria-label="{esc(label)}" {FONT} font-size="11">{body}</svg>')
 
 
@@ -139,8 +141,9 @@ def _y_axis(top: float, bottom: float, left: float, right: float, y_max: float, 
         parts.append(f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#e5e7eb"/>'
                      f'<text x="{left - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#6b7280">{esc(text)}</text>')
     mid = (top + bottom) / 2
-    parts.append(f'<text x="12" y="{mid:.1f}" transform="rotate(-90 12 {mid:.1f})" text-anchor="middle" '
-                 f'fill="#374151">{esc(label)}</text>')
+    if label:
+        parts.append(f'<text x="12" y="{mid:.1f}" transform="rotate(-90 12 {mid:.1f})" text-anchor="middle" '
+                     f'fill="#374151">{esc(label)}</text>')
     return "".join(parts)
 
 
@@ -158,45 +161,61 @@ def _x_ticks(scale: XScale, bottom: float, label: str) -> str:
     return "".join(parts)
 
 
-def _ref_line(y: float, left: float, right: float, label: str) -> str:
-    return (f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="#6b7280" stroke-dasharray="5 4"/>'
-            f'<text x="{right - 2}" y="{y - 4:.1f}" text-anchor="end" fill="#6b7280">{esc(label)}</text>')
+def _ref_line(y: float, left: float, right: float, label: str, colour: str = "#6b7280") -> str:
+    """A dashed horizontal reference; its label goes in the legend, never on the data."""
+    return (f'<line x1="{left}" x2="{right}" y1="{y:.1f}" y2="{y:.1f}" stroke="{colour}" stroke-dasharray="5 4" '
+            f'class="ref"><title>{esc(label)}</title></line>')
 
 
 def line_chart(series: Sequence[Series], *, x_label: str, y_label: str = "accuracy", y_max: float = 1.0,
-               ref: tuple[float, str] | None = None, pct: bool = True) -> str:
-    """Lines with markers and (when points carry low/high) shaded interval bands."""
-    height, top, bottom, left, right = 300, 14, 250, 54, WIDTH - 16
-    scale = XScale([p.x for s in series for p in s.points], left + 12, right - 12)
+               ref: tuple[float, str] | None = None, pct: bool = True, refs: Sequence[tuple[float, str, str]] = (),
+               context: Sequence[Series] = (), width: int = WIDTH, height: int = 300, intervals: str = "auto",
+               x_log: bool | None = None) -> str:
+    """Lines with markers and their 95% intervals: a light band when one series carries intervals, error bars set
+    slightly apart when several do (``intervals``: auto, band, bars or none). ``context``: thin grey lines without
+    markers (the other series of a small multiple). ``ref``/``refs``: dashed horizontal lines ((y, label[, colour])),
+    labelled in the figure's legend, not on the plot."""
+    top, bottom, left, right = 14, height - 50, 54 if y_label else 40, width - 16
+    scale = XScale([p.x for s in (*series, *context) for p in s.points], left + 12, right - 12, x_log)
 
     def y_of(value: float) -> float:
         return bottom - (bottom - top) * max(0.0, min(value, y_max)) / y_max
 
     parts = [_y_axis(top, bottom, left, right, y_max, y_label, pct), _x_ticks(scale, bottom, x_label)]
-    if ref is not None:
-        parts.append(_ref_line(y_of(ref[0]), left, right, ref[1]))
-    band_opacity = 0.1 if len(series) <= 2 else 0.06
+    for value, label, colour in [*([(ref[0], ref[1], "#6b7280")] if ref else []), *refs]:
+        parts.append(_ref_line(y_of(value), left, right, label, colour))
+    for s in context:
+        path = " ".join(f"{scale(p.x):.1f},{y_of(p.y):.1f}" for p in sorted(s.points, key=lambda p: natural_key(p.x)))
+        parts.append(f'<polyline points="{path}" fill="none" stroke="#cbd5e1" stroke-width="1.2" class="context">'
+                     f"<title>{esc(s.label)}</title></polyline>")
+    carrying = [s for s in series if any(p.low is not None and p.high is not None for p in s.points) and not s.dashed]
+    mode = intervals if intervals != "auto" else "band" if len(carrying) <= 1 else "bars"
+    step = min(5.0, (right - left) / max(1, len(scale.values)) / (len(carrying) + 1)) if mode == "bars" else 0.0
     for n, s in enumerate(series):
         i = n if s.color is None else s.color
         points = sorted(s.points, key=lambda p: natural_key(p.x))
-        banded = [p for p in points if p.low is not None and p.high is not None]
-        if len(banded) > 1:
+        shift = (carrying.index(s) - (len(carrying) - 1) / 2) * step if s in carrying else 0.0
+        banded = [p for p in points if p.low is not None and p.high is not None] if s in carrying else []
+        if mode == "band" and len(banded) > 1:
             upper = " ".join(f"{scale(p.x):.1f},{y_of(p.high or 0):.1f}" for p in banded)
             lower = " ".join(f"{scale(p.x):.1f},{y_of(p.low or 0):.1f}" for p in reversed(banded))
-            parts.append(f'<polygon points="{upper} {lower}" fill="{color(i)}" fill-opacity="{band_opacity}" '
-                         'stroke="none"/>')
-        elif len(banded) == 1:
-            p = banded[0]
-            parts.append(f'<line x1="{scale(p.x):.1f}" x2="{scale(p.x):.1f}" y1="{y_of(p.low or 0):.1f}" '
-                         f'y2="{y_of(p.high or 0):.1f}" stroke="{color(i)}" stroke-opacity="0.4" stroke-width="6"/>')
-        path = " ".join(f"{scale(p.x):.1f},{y_of(p.y):.1f}" for p in points)
+            parts.append(f'<polygon points="{upper} {lower}" fill="{color(i)}" fill-opacity="0.12" stroke="none"/>')
+        elif mode != "none":
+            for p in banded:
+                x = scale(p.x) + shift
+                y1, y2 = y_of(p.low or 0), y_of(p.high or 0)
+                parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y1:.1f}" y2="{y2:.1f}" '
+                             f'stroke="{color(i)}" stroke-opacity="0.55" stroke-width="1.5" class="ci"/>')
+        path = " ".join(f"{scale(p.x) + shift:.1f},{y_of(p.y):.1f}" for p in points)
         dash = ' stroke-dasharray="6 4"' if s.dashed else ""
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{color(i)}" stroke-width="2"{dash}/>')
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{color(i)}" stroke-width="2"{dash} '
+                     f'class="curve" data-series="{esc(s.label)}"/>')
         for p in points:
-            parts.append(f'<circle cx="{scale(p.x):.1f}" cy="{y_of(p.y):.1f}" r="3.5" fill="{color(i)}">'
+            parts.append(f'<circle cx="{scale(p.x) + shift:.1f}" cy="{y_of(p.y):.1f}" r="{2.5 if s.dashed else 3.5}" '
+                         f'fill="{"#fff" if s.dashed else color(i)}" stroke="{color(i)}">'
                          f'<title>{esc(s.label)} · {esc(x_label)}={esc(p.x)}: {esc(p.note)}</title></circle>')
     parts.append(f'<line x1="{left}" x2="{right}" y1="{bottom}" y2="{bottom}" stroke="#9ca3af"/>')
-    return _svg(height, "".join(parts), f"{y_label} by {x_label}")
+    return _svg(height, "".join(parts), f"{y_label or 'accuracy'} by {x_label}", width)
 
 
 def heat_color(value: float) -> str:
@@ -327,6 +346,6 @@ def render_figure(fig: Figure) -> str:
     """A chart card: title, the SVG, legend and note (all text escaped)."""
     legend = "".join(f'<li><span class="swatch{" dashed" if dashed else ""}" style="--c:{c}"></span>{esc(label)}</li>'
                      for label, c, dashed in fig.legend)
-    return (f'<figure class="card"><figcaption>{esc(fig.title)}</figcaption>{fig.svg}'
+    return (f'<figure class="card{" wide" if fig.wide else ""}"><figcaption>{esc(fig.title)}</figcaption>{fig.svg}'
             + (f'<ul class="legend">{legend}</ul>' if legend else "")
             + (f'<p class="note">{esc(fig.note)}</p>' if fig.note else "") + "</figure>")

@@ -1,52 +1,178 @@
-"""The block that opens the terminal summary and the HTML report: per experiment, what the run shows and what the
-gate decided, in words.
+"""The block that opens the terminal summary and the HTML report: what the run shows and what decided its exit code.
 
-Per experiment: pooled accuracy with its interval and the number of independent items behind it; the effective
-context length with its interval; against a compared run, the paired difference with its interval, how many
-trials paired, and what the run could have detected; then each threshold's verdict naming the threshold.
+First the run's status: errors, a stop, the gate's verdict and the exit code, with counts. Then a row per
+experiment (per experiment and model when a report holds several): pooled accuracy with its interval and the
+independent items behind it; against a compared run, the paired difference with its interval; the effective
+context length with its interval; what the design could detect; each threshold's verdict. Failing rows first.
+The terminal (:func:`terminal_lines`) and the HTML report (``decision_table.py``) read the same rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.reporting.charts import esc, p_number
+from pytest_longctx.reporting.charts import p_number
 from pytest_longctx.util.words import plural
+
+#: Verdicts that make a row (and the run) fail.
+BAD = ("fail", "error", "too-few")
+#: pytest's exit code for a run with errored tests, and for a stopped (interrupted) one.
+ERRORS_EXIT, STOPPED_EXIT = 1, 2
 
 
 @dataclass
-class Block:
-    """One experiment's lines (or the gate's own, for thresholds spanning experiments)."""
+class Status:
+    """The run as a whole: what decides its exit code, with counts."""
 
-    name: str
-    facts: list[str] = field(default_factory=list)
-    verdicts: list[tuple[str, str]] = field(default_factory=list)  # (verdict, words)
+    trials: int
+    errors: int
+    stopped: str | None
+    gate: str  # pass, fail, error, none
+    counts: dict[str, int]
+    exit_code: int
+    gate_errors: list[str] = field(default_factory=list)
+    gate_code: int = 0
+
+    @property
+    def scored(self) -> int:
+        return self.trials - self.errors
+
+    @property
+    def kind(self) -> str:
+        """The worst thing about the run: stopped, errors, fail, error, pass or none."""
+        if self.stopped:
+            return "stopped"
+        if self.gate in ("fail", "error"):
+            return self.gate
+        return "errors" if self.errors else self.gate
+
+    def headline(self) -> str:
+        """The verdict in a few words: ``FAIL``, ``200 ERRORS``, ``STOPPED``, ``PASS``, ``NO GATE``."""
+        if self.kind == "stopped":
+            return "STOPPED"
+        if self.kind == "errors" and (self.gate == "none" or not self.scored):
+            return f"{self.errors:,} {plural('error', self.errors).upper()}"
+        return {"none": "NO GATE"}.get(self.gate, self.gate.upper())
+
+    def facts(self, reasons: bool = True) -> list[str]:
+        """The counts behind the headline, exit code last: ``200 errors of 200 trials``, ``exit code 1``.
+        ``reasons``: say why the run stopped and why the gate could not check (the terminal prints them once,
+        further down)."""
+        out = []
+        if self.stopped:
+            out.append(f"run stopped: {self.stopped}" if reasons else "stopped (why: below)")
+        if self.errors:
+            scored = "nothing scored" if not self.scored else f"{self.scored:,} scored"
+            out.append(f"{self.errors:,} {plural('error', self.errors)} of {self.trials:,} trials ({scored}; errors "
+                       "are not counted as wrong answers)")
+        else:
+            out.append(f"{self.trials:,} trials, no errors")
+        if self.gate == "none":
+            out.append("no thresholds set")
+        elif self.gate == "error":
+            out.append("gate could not check" + (": " + "; ".join(self.gate_errors) if reasons else " (why: below)"))
+        else:
+            checked = sum(self.counts.values())
+            out.append(", ".join(f"{v} {k}" for k, v in self.counts.items() if v) + f" of {checked} "
+                       f"{plural('threshold check', checked)}")
+        why = "stopped" if self.stopped else "errors" if self.errors else ""
+        alone = f"; the gate alone: exit code {self.gate_code}" if why and self.gate in ("fail", "error") else ""
+        out.append(f"exit code {self.exit_code}" + (f" ({why}{alone})" if why else ""))
+        return out
 
 
-def _accuracy(entry: Mapping[str, Any]) -> str:
-    p = entry["pooled"]
-    unit = entry.get("unit", "trial")
-    errors = f", {entry['errors']} errors" if entry.get("errors") else ""
-    units = ("each its own unit of evidence" if unit == "trial"
-             else f"{p['clusters']:,} {plural(unit, p['clusters'])}")
-    return f"accuracy {p['accuracy']:.3f} [{p['low']:.3f}, {p['high']:.3f}] over {p['n']:,} trials, {units}{errors}"
+def run_status(record: Mapping[str, Any]) -> Status:
+    """Errors, stop, gate and exit code of ``record``. The exit code is the record's own when it has one, else what
+    the run gave: 2 when stopped, 1 when a trial errored, the gate's code when it failed, 0 otherwise."""
+    trials = record.get("trials")
+    if trials:
+        total, errors = len(trials), sum(1 for t in trials if t.get("outcome") == "error")
+    else:
+        cells = record.get("cells") or []
+        total = int((record.get("usage") or {}).get("trials", sum(int(c.get("n", 0)) + int(c.get("errors", 0))
+                                                                    for c in cells)))
+        errors = sum(int(c.get("errors", 0)) for c in cells)
+    gate = record.get("gate") or {}
+    status = str(gate.get("status", "none"))
+    code = record.get("exit_code")
+    if not isinstance(code, int):
+        code = (STOPPED_EXIT if record.get("stopped") else ERRORS_EXIT if errors
+                else int(gate.get("exit_code") or 0) if status in ("fail", "error") else 0)
+    counts = {str(k): int(v) for k, v in (gate.get("counts") or {}).items()}
+    reasons = [str(e) for e in gate.get("errors") or []]
+    return Status(total, errors, record.get("stopped"), status, counts, code, reasons, int(gate.get("exit_code") or 0))
 
 
-def _length_text(found: Mapping[str, Any]) -> str:
+@dataclass
+class Row:
+    """One experiment (of one model, when a report holds several): what it shows and how its thresholds judged it."""
+
+    experiment: str
+    series: str = ""
+    pooled: Mapping[str, Any] | None = None
+    unit: str = "trial"
+    errors: int = 0
+    vs: Mapping[str, Any] | None = None
+    length: Mapping[str, Any] | None = None
+    length_before: Mapping[str, Any] | None = None
+    detectable: Mapping[str, Any] | None = None
+    verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # (verdict, threshold, words)
+
+    @property
+    def kind(self) -> str:
+        """``fail`` (a threshold failed, or nothing scored for errors), ``warn`` (some errors) or ``ok``."""
+        if any(v in BAD for v, _, _ in self.verdicts) or (self.errors and not (self.pooled or {}).get("n")):
+            return "fail"
+        return "warn" if self.errors else "ok"
+
+    @property
+    def name(self) -> str:
+        return f"{self.experiment} · {self.series}" if self.series else self.experiment
+
+
+def ordered(rows: Sequence[Row]) -> list[Row]:
+    """Failing rows first, then rows with errors, then the rest; the record's order within each."""
+    rank = {"fail": 0, "warn": 1, "ok": 2}
+    return sorted(rows, key=lambda r: rank[r.kind])
+
+
+def _verdicts(checks: Sequence[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    return [(str(c["verdict"]), str(c["threshold"]), str(c.get("words", ""))) for c in checks]
+
+
+def rows(record: Mapping[str, Any], series: str = "") -> list[Row]:
+    """``record``'s rows, one per experiment, then one for thresholds spanning experiments (not ordered)."""
+    experiments = record.get("experiments") or {}
+    lengths = record.get("effective_length") or {}
+    before = (record.get("comparison") or {}).get("effective_length") or {}
+    checks = (record.get("gate") or {}).get("checks") or []
+    out = [Row(name, series, entry.get("pooled"), entry.get("unit", "trial"), int(entry.get("errors") or 0),
+               entry.get("vs"), lengths.get(name), before.get(name), entry.get("detectable"),
+               _verdicts([c for c in checks if c.get("experiments") == [name]]))
+           for name, entry in experiments.items()]
+    spanning = [c for c in checks if len(c.get("experiments") or []) != 1]
+    if spanning:
+        out.append(Row("all experiments", series, verdicts=_verdicts(spanning)))
+    return out
+
+
+def accuracy_text(row: Row) -> str | None:
+    p = row.pooled
+    if not p or not p.get("n"):
+        return None
+    units = ("each its own unit of evidence" if row.unit == "trial"
+             else f"{p['clusters']:,} {plural(row.unit, p['clusters'])}")
+    return f"accuracy {p['accuracy']:.3f} [{p['low']:.3f}, {p['high']:.3f}] over {p['n']:,} trials, {units}"
+
+
+def length_text(found: Mapping[str, Any]) -> str:
     if found.get("below_shortest"):
         shortest = found["levels"][0]["tokens"] if found.get("levels") else 0
         return f"below the shortest tested ({shortest:,} tokens)"
     text = f"{found['tokens']:,} tokens [{found['low']:,}, {found['high']:,}]"
     return text + (" (every tested length passed: at least this)" if found.get("at_least") else "")
-
-
-def _length(found: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -> str | None:
-    if not found:
-        return None
-    text = f"effective length {_length_text(found)} at accuracy >= {found['threshold']}"
-    return text + (f"; compared run: {_length_text(before)}" if before else "")
 
 
 def p_text(p: float) -> str:
@@ -55,15 +181,9 @@ def p_text(p: float) -> str:
     return f"p{number}" if number.startswith("<") else f"p={number}"
 
 
-def _versus(vs: Mapping[str, Any] | None, detectable: Mapping[str, Any] | None) -> list[str]:
-    out = []
-    if vs:
-        out.append(f"vs compared run: {vs['diff']:+.3f} [{vs['low']:+.3f}, {vs['high']:+.3f}] over {vs['pairs']:,} "
-                   f"paired trials ({vs['regressed']} right->wrong, {vs['improved']} wrong->right), "
-                   f"{p_text(vs['p_value'])}")
-    if detectable:
-        out.append(f"{detectable_words(detectable)}; assuming {detectable['assumptions']['source']}")
-    return out
+def vs_text(vs: Mapping[str, Any]) -> str:
+    return (f"vs compared run: {vs['diff']:+.3f} [{vs['low']:+.3f}, {vs['high']:+.3f}] over {vs['pairs']:,} "
+            f"paired trials ({vs['regressed']} right->wrong, {vs['improved']} wrong->right), {p_text(vs['p_value'])}")
 
 
 def detectable_words(entry: Mapping[str, Any]) -> str:
@@ -77,26 +197,24 @@ def detectable_words(entry: Mapping[str, Any]) -> str:
     return f"the design detects {diffuse}, or {items}" + (f" ({level})" if level else "")
 
 
-def blocks(record: Mapping[str, Any]) -> list[Block]:
-    """The blocks of ``record``, one per experiment, then one for thresholds spanning experiments."""
-    experiments = record.get("experiments") or {}
-    lengths = record.get("effective_length") or {}
-    comparison = record.get("comparison") or {}
-    before = comparison.get("effective_length") or {}
-    checks = (record.get("gate") or {}).get("checks") or []
+def detect_text(detectable: Mapping[str, Any]) -> str:
+    return f"{detectable_words(detectable)}; assuming {detectable['assumptions']['source']}"
+
+
+def facts(row: Row) -> list[str]:
+    """A row in words, as the terminal prints it."""
     out = []
-    for name, entry in experiments.items():
-        block = Block(name, [_accuracy(entry)])
-        if (length := _length(lengths.get(name), before.get(name))) is not None:
-            block.facts.append(length)
-        block.facts.extend(_versus(entry.get("vs"), entry.get("detectable")))
-        block.verdicts = [(c["verdict"], f"{c['threshold']}: {c.get('words', '')}") for c in checks
-                          if c.get("experiments") == [name]]
-        out.append(block)
-    spanning = [(c["verdict"], f"{c['threshold']}: {c.get('words', '')}") for c in checks
-                if len(c.get("experiments") or []) != 1]
-    if spanning:
-        out.append(Block("gate", [], spanning))
+    if (acc := accuracy_text(row)) is not None:
+        out.append(acc + (f", {row.errors} errors" if row.errors else ""))
+    elif row.errors:
+        out.append(f"{row.errors} errors, nothing scored")
+    if row.length:
+        text = f"effective length {length_text(row.length)} at accuracy >= {row.length['threshold']}"
+        out.append(text + (f"; compared run: {length_text(row.length_before)}" if row.length_before else ""))
+    if row.vs:
+        out.append(vs_text(row.vs))
+    if row.detectable:
+        out.append(detect_text(row.detectable))
     return out
 
 
@@ -119,34 +237,25 @@ def pairing_line(record: Mapping[str, Any]) -> str | None:
     return text
 
 
+def status_line(status: Status) -> tuple[str, str]:
+    """(style, text): the run's verdict and its counts on one line, red when the exit code is not 0."""
+    style = "red" if status.exit_code else "green" if status.gate == "pass" else ""
+    return style, f"{status.headline()}: " + "; ".join(status.facts(reasons=False))
+
+
 def terminal_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """(style, text) lines: style is "", "bold", "red" or "green"."""
-    lines: list[tuple[str, str]] = []
-    for block in blocks(record):
-        lines.append(("bold", block.name))
-        lines.extend(("", f"  {fact}") for fact in block.facts)
-        for verdict, words in block.verdicts:
-            style = "red" if verdict in ("fail", "error", "too-few") else "green"
-            lines.append((style, f"  {verdict.upper()}  {words}"))
+    """(style, text) lines: style is "", "bold", "red" or "green". The run's status first, then failing
+    experiments first."""
+    lines: list[tuple[str, str]] = [status_line(run_status(record))]
+    for row in ordered(rows(record)):
+        lines.append(("red" if row.kind == "fail" else "bold", row.name))
+        lines.extend(("", f"  {fact}") for fact in facts(row))
+        for verdict, threshold, words in sorted(row.verdicts, key=lambda v: v[0] not in BAD):
+            style = "red" if verdict in BAD else "green"
+            lines.append((style, f"  {verdict.upper()}  {threshold}: {words}"))
     if (pairing := pairing_line(record)) is not None:
         lines.append(("", pairing))
     return lines
-
-
-def decision_html(record: Mapping[str, Any]) -> str:
-    """The report's opening block: one card per experiment, verdicts in words."""
-    cards = []
-    for block in blocks(record):
-        facts = "".join(f"<li>{esc(f)}</li>" for f in block.facts)
-        verdicts = "".join(f'<li class="{esc(v)}"><span class="badge {esc(v)}">{esc(v)}</span> {esc(w)}</li>'
-                           for v, w in block.verdicts)
-        cards.append(f'<div class="decision"><h3>{esc(block.name)}</h3><ul class="said">{facts}</ul>'
-                     + (f'<ul class="verdicts">{verdicts}</ul>' if verdicts else "") + "</div>")
-    if not cards:
-        return ""
-    pairing = pairing_line(record)
-    note = f'<p class="muted">{esc(pairing)}</p>' if pairing else ""
-    return f'<section id="decision"><h2>What this run shows</h2>{"".join(cards)}{note}</section>'
 
 
 def power_lines(power: Mapping[str, Any]) -> list[str]:

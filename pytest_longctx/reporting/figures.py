@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_longctx.reporting.charts import (
@@ -18,6 +19,7 @@ from pytest_longctx.reporting.charts import (
     Series,
     bar_chart,
     color,
+    esc,
     heatmap,
     histogram,
     is_number,
@@ -29,6 +31,9 @@ from pytest_longctx.results.stats import wilson
 Cells = Sequence[Mapping[str, Any]]
 Trials = Sequence[Mapping[str, Any]]
 MAX_BARS = 40
+#: Series drawn in one chart; more become small multiples.
+MAX_OVERLAID = 4
+PANEL_WIDTH, PANEL_HEIGHT = 300, 210
 #: Palette index of the compared run's bars (slate grey).
 COMPARED_COLOR = 8
 
@@ -37,17 +42,30 @@ def hashable(value: Any) -> Any:
     return json.dumps(value, sort_keys=True) if isinstance(value, (list, dict)) else value
 
 
-def params_text(params: Mapping[str, Any], skip: Sequence[str] = ()) -> str:
-    return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip) or "(no params)"
+def params_text(params: Mapping[str, Any], skip: Sequence[str] = (), empty: str = "all") -> str:
+    return ", ".join(f"{k}={v}" for k, v in params.items() if k not in skip) or empty
 
 
 def series_label(params: Mapping[str, Any], keys: Sequence[str]) -> str:
     return ", ".join(f"{k}={params[k]}" for k in keys if k in params) or "all"
 
 
+def label_key(label: str) -> list[tuple[int, float, str]]:
+    """``context_tokens=4000`` before ``context_tokens=16000``: each ``k=v`` part in natural order."""
+    out = []
+    for part in label.split(", "):
+        value: Any = part.partition("=")[2]
+        try:
+            value = float(value)
+        except ValueError:
+            pass
+        out.append(natural_key(value))
+    return out
+
+
 def label_colors(cells: Cells, keys: Sequence[str]) -> dict[str, int]:
     """Palette index per series label, the same in every chart of a group (e.g. rag is always red)."""
-    labels = sorted({series_label(c.get("params", {}), keys) for c in cells})
+    labels = sorted({series_label(c.get("params", {}), keys) for c in cells}, key=label_key)
     return {label: i for i, label in enumerate(labels)}
 
 
@@ -77,31 +95,75 @@ def accuracy_point(x: Any, correct: int, n: int) -> Point:
     return Point(x, acc, low, high, f"{acc:.3f} ({correct}/{n}), 95% CI [{low:.2f}, {high:.2f}]")
 
 
+@dataclass(frozen=True)
+class Line:
+    """One series of a lines figure: this run's points, and the compared run's (or reference model's) beside it."""
+
+    label: str
+    points: list[Point]
+    before: list[Point] = field(default_factory=list)
+    color: int = 0
+
+
+def _panel(line: Line, others: Sequence[Line], x_label: str, refs: Sequence[tuple[float, str, str]],
+           x_log: bool | None) -> str:
+    series = [Series(line.label, line.points, color=line.color)]
+    if line.before:
+        series.append(Series(f"{line.label} (compared run)", line.before, dashed=True, color=line.color))
+    context = [Series(o.label, o.points) for o in others if o is not line and o.points]
+    svg = line_chart(series, x_label=x_label, y_label="", refs=refs, context=context, width=PANEL_WIDTH,
+                     height=PANEL_HEIGHT, intervals="band", x_log=x_log)
+    return (f'<div class="panel"><div class="panel-title"><span class="swatch" style="--c:{color(line.color)}">'
+            f"</span>{esc(line.label)}</div>{svg}</div>")
+
+
+def lines_figure(title: str, lines: Sequence[Line], *, x_label: str, refs: Sequence[tuple[float, str, str]] = (),
+                 note: str = "", compared_label: str = "compared run", x_log: bool | None = None) -> Figure | None:
+    """Accuracy lines with 95% intervals, the same style for every experiment. Up to :data:`MAX_OVERLAID` series
+    share one chart (intervals as error bars set apart, a band when there is one series); more become small
+    multiples, one panel per series with its band and the others as thin grey lines. ``refs``: dashed horizontal
+    lines (y, label, colour), labelled in the legend."""
+    lines = [line for line in lines if line.points or line.before]
+    if not lines:
+        return None
+    legend = [(label, colour, True) for _, label, colour in refs]
+    compared = any(line.before for line in lines)
+    if sum(1 + bool(line.before) for line in lines) > MAX_OVERLAID:
+        grid = "".join(_panel(line, lines, x_label, refs, x_log) for line in lines)
+        note = (f"{len(lines)} series, one panel each (shaded: its 95% interval; grey: the other series, for "
+                "comparison). " + note).strip()
+        if compared:
+            legend.append((compared_label, "#475569", True))
+        return Figure(title, f'<div class="multiples">{grid}</div>', legend, note, wide=True)
+    series = []
+    for line in lines:
+        if line.points:
+            series.append(Series(line.label, line.points, color=line.color))
+        if line.before:
+            series.append(Series(f"{line.label} ({compared_label})" if line.label != "all" else compared_label,
+                                 line.before, dashed=True, color=line.color))
+    legend = [(s.label, color(s.color or 0), s.dashed) for s in series] + legend
+    carrying = sum(1 for s in series if not s.dashed)
+    said = "Shaded: 95% interval." if carrying <= 1 else "Bars: 95% intervals (set slightly apart)."
+    return Figure(title, line_chart(series, x_label=x_label, refs=refs, x_log=x_log), legend, f"{said} {note}".strip())
+
+
 def accuracy_lines(cells: Cells, x_key: str, series_keys: Sequence[str], title: str,
                    ref: tuple[float, str] | None = None) -> Figure | None:
-    """Accuracy against ``x_key``, one line per combination of ``series_keys``, with 95% bands; when the run was
-    compared, the compared run's line beside each, dashed."""
+    """Accuracy against ``x_key``, one series per combination of ``series_keys``, with 95% intervals; when the
+    run was compared, the compared run's line beside each, dashed (see :func:`lines_figure`)."""
     groups = pooled(cells, x_key, series_keys)
     before = pooled(cells, x_key, series_keys, compared=True)
     colors = label_colors(cells, series_keys)
-    series = []
-    for label, xs in sorted(groups.items()):
-        points = [accuracy_point(x, c, n) for x, (c, n) in xs.items() if n > 0]
-        if points:
-            series.append(Series(label, points, color=colors.get(label)))
-        old = [accuracy_point(x, c, n) for x, (c, n) in before.get(label, {}).items() if n > 0]
-        if old:
-            series.append(Series(f"{label} (compared run)" if label != "all" else "compared run", old, dashed=True,
-                                 color=colors.get(label)))
-    if not series:
-        return None
+    lines = [Line(label, [accuracy_point(x, c, n) for x, (c, n) in xs.items() if n > 0],
+                  [accuracy_point(x, c, n) for x, (c, n) in before.get(label, {}).items() if n > 0],
+                  colors.get(label, 0)) for label, xs in sorted(groups.items(), key=lambda g: label_key(g[0]))]
     keys = {k for c in cells if x_key in c.get("params", {}) for k in c["params"]}
     pooled_over = sorted(keys - {x_key, *series_keys})
-    note = "Shaded: 95% Wilson interval." + (f" Pooled over {', '.join(pooled_over)}." if pooled_over else "")
-    if before:
-        note += " Dashed: the compared run."
-    return Figure(title, line_chart(series, x_label=x_key, ref=ref),
-                  [(s.label, color(s.color or 0), s.dashed) for s in series], note)
+    note = (f"Pooled over {', '.join(pooled_over)}." if pooled_over else "") + (
+        " Dashed: the compared run." if before else "")
+    refs = [(ref[0], ref[1], "#6b7280")] if ref else []
+    return lines_figure(title, lines, x_label=x_key, refs=refs, note=note.strip())
 
 
 def accuracy_heatmap(cells: Cells, row_key: str, col_key: str, title: str) -> Figure | None:
@@ -137,14 +199,16 @@ def cell_bars(cells: Cells, title: str, *, color_key: str | None = None, skip_la
         group = str(cell.get(color_key, "")) if color_key else ""
         if group not in keys:
             keys.append(group)
-        label = (f"{group}: " if group and len(keys) > 1 else "") + params_text(cell.get("params", {}), skip_label)
+        label = (f"{group}: " if group and len(keys) > 1 else "") + params_text(cell.get("params", {}), skip_label,
+                                                                                 str(cell.get("experiment", "all")))
         bars.append(Bar(label, float(cell.get("accuracy", 0.0)), cell.get("ci_low"), cell.get("ci_high"),
                         keys.index(group), f"{float(cell.get('accuracy', 0)):.3f} (n={cell.get('n')})"))
         cmp = cell.get("compare")
         if compared and cmp:  # the compared run's bar right under this run's
             n, acc = int(cmp["baseline_n"]), float(cmp["baseline_accuracy"])
             low, high = wilson(round(acc * n), n)
-            bars.append(Bar(f"{label} (compared)", acc, low, high, COMPARED_COLOR, f"{acc:.3f} (n={n}), compared run"))
+            bars.append(Bar("↳ compared run", acc, low, high, COMPARED_COLOR,
+                            f"{label}: {acc:.3f} (n={n}), compared run"))
     more = len([c for c in cells if int(c.get("n", 0)) > 0]) - len(shown)
     note = "Whiskers: 95% Wilson interval." + (f" {more} more cells in the table." if more > 0 else "")
     legend = [(k, color(i), False) for i, k in enumerate(keys)] if len(keys) > 1 else []

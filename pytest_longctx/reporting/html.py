@@ -15,11 +15,13 @@ from typing import Any
 
 from pytest_longctx.reporting.chance import chance_lines
 from pytest_longctx.reporting.charts import esc, render_figure
-from pytest_longctx.reporting.decision import decision_html
+from pytest_longctx.reporting.decision import run_status
+from pytest_longctx.reporting.decision_table import decision_html, verdict_box
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
 from pytest_longctx.reporting.models import models_html
 from pytest_longctx.reporting.sections import Section, arrange
 from pytest_longctx.reporting.tables import table_html
+from pytest_longctx.util.words import plural
 
 
 def embed_json(record: Mapping[str, Any]) -> str:
@@ -57,22 +59,34 @@ def _billed(usage: Mapping[str, Any]) -> str:
             f"{written:,} written, {read:,} read)</span>")
 
 
-def _pooled(cells: Sequence[Mapping[str, Any]]) -> tuple[int, int]:
-    return sum(int(c.get("correct", 0)) for c in cells), sum(int(c.get("n", 0)) for c in cells)
-
-
 def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
-    """Title, gate verdict and the facts needed to reproduce or judge the run."""
+    """Title and the verdict (errors, a stop, the gate, the exit code, with counts), then what went wrong."""
+    s = record.get("settings", {})
+    gate = record.get("gate") or {"status": "none"}
+    cells = record.get("cells", [])
+    experiments = {str(c.get("experiment")) for c in cells}
+    banners = "".join(f'<div class="banner fail">gate error: {esc(why)}</div>' for why in gate.get("errors") or [])
+    if record.get("report_fallback"):
+        fb = record["report_fallback"]
+        banners += (f'<div class="banner fail">written to a fallback folder: {esc(fb.get("report_dir"))} '
+                    f'could not take it ({esc(fb.get("reason"))})</div>')
+    if record.get("plan") is not None:
+        banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
+    return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
+            f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
+            + (f'<p class="model-note">{esc(s["model_note"])}</p>' if s.get("model_note") else "") +
+            f'<p class="muted">{len(cells):,} condition {plural("cell", len(cells))} · {len(experiments)} '
+            f'{plural("experiment", len(experiments))} · {len(sections)} report {plural("section", len(sections))}'
+            f"</p></div>{verdict_box(run_status(record), record.get('trials') or [])}</header>{banners}")
+
+
+def run_facts(record: Mapping[str, Any]) -> str:
+    """Notes (data not found, chance) and the facts needed to reproduce or judge the run."""
     s = record.get("settings", {})
     usage = record.get("usage", {})
     gate = record.get("gate") or {"status": "none"}
-    status = str(gate.get("status", "none"))
     cells = record.get("cells", [])
     ns = [int(c.get("n", 0)) for c in cells]
-    counts = ", ".join(f"{v} {k}" for k, v in (gate.get("counts") or {}).items() if v)
-    verdict_sub = {"pass": f"all thresholds met ({counts})", "fail": f"{counts} · exit code {gate.get('exit_code')}",
-                   "error": f"could not check · exit code {gate.get('exit_code')}",
-                   "none": "no thresholds set"}.get(status, counts)
     commit = str(s.get("git_commit") or "–")
     facts = [
         _fact("protocol", esc(s.get("protocol", "longctx"))),
@@ -98,55 +112,11 @@ def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
     ]
     if s.get("compare"):
         facts.append(_fact("compared with", f"<code>{esc(s.get('compare'))}</code>", "wide"))
-    banners = ""
-    if record.get("stopped"):
-        banners += f'<div class="banner fail">run stopped: {esc(record["stopped"])}</div>'
-    for reason in gate.get("errors") or []:
-        banners += f'<div class="banner fail">gate error: {esc(reason)}</div>'
-    if record.get("report_fallback"):
-        fb = record["report_fallback"]
-        banners += (f'<div class="banner fail">written to a fallback folder: {esc(fb.get("report_dir"))} '
-                    f'could not take it ({esc(fb.get("reason"))})</div>')
-    if record.get("plan") is not None:
-        banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
-    for entry in record.get("missing_data") or []:
-        banners += f'<div class="banner">{esc(entry.get("line"))}</div>'
-    for line in chance_lines(record.get("chance") or {}):
-        banners += f'<div class="banner warn">{esc(line)}</div>'
-    return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
-            f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
-            + (f'<p class="model-note">{esc(s["model_note"])}</p>' if s.get("model_note") else "") +
-            f'<p class="muted">{esc(len(cells))} condition cells over {esc(len(sections))} report sections</p>'
-            f'</div><div class="gate {esc(status)}"><div class="kicker">gate</div>'
-            f'<div class="verdict">{esc(status.upper())}</div><div class="small">{esc(verdict_sub)}</div></div>'
-            f'</header>{banners}<dl class="facts">{"".join(facts)}</dl>')
-
-
-def overview(record: Mapping[str, Any], sections: Sequence[Section]) -> str:
-    """One small card per experiment: pooled accuracy and failing cells; links to its section."""
-    cards = []
-    for section in sections:
-        group = section.name
-        for exp in section.experiments:
-            cells = [c for c in record.get("cells", []) if c.get("experiment") == exp]
-            k, n = _pooled(cells)
-            pooled = ((record.get("experiments") or {}).get(exp) or {}).get("pooled")
-            interval = (f"<br>95% CI {pooled['low']:.0%}–{pooled['high']:.0%} · {pooled['clusters']} independent"
-                        if pooled else "")
-            at_chance = next((e for e in (record.get("chance") or {}).get("experiments") or []
-                              if e.get("experiment") == exp), None)
-            fails = sum(1 for c in cells if any(ch.get("verdict") == "fail" for ch in c.get("checks", [])))
-            fails += sum(1 for ch in (record.get("gate") or {}).get("checks") or []
-                         if ch.get("verdict") == "fail" and ch.get("experiments") == [exp])
-            drops = sum(1 for c in cells if (c.get("compare") or {}).get("significant_drop"))
-            flags = (f'<span class="badge warn">≈ {"chance" if at_chance["verdict"] == "chance" else "0"}</span>'
-                     if at_chance else "")
-            flags += (f'<span class="badge fail">{fails} fail</span>' if fails else "") + (
-                f'<span class="badge fail">{drops} drop</span>' if drops else "")
-            cards.append(f'<a class="card stat" href="#{anchor(group)}"><span class="kicker">{esc(exp)}</span>'
-                         f'<span class="value">{(k / n if n else 0):.0%}</span><span class="muted small">'
-                         f"pooled accuracy{interval}<br>{len(cells)} cells · n={n}</span>{flags}</a>")
-    return f'<nav class="overview">{"".join(cards)}</nav>'
+    banners = "".join(f'<div class="banner">{esc(entry.get("line"))}</div>' for entry in record.get("missing_data")
+                      or [])
+    banners += "".join(f'<div class="banner warn">{esc(line)}</div>' for line in chance_lines(record.get("chance")
+                                                                                             or {}))
+    return f'{banners}<dl class="facts">{"".join(facts)}</dl>'
 
 
 def group_section(record: Mapping[str, Any], section: Section) -> str:
@@ -186,7 +156,7 @@ def render_html(record: dict[str, Any], sections: Sequence[Section] | None = Non
     settings = record.get("settings", {})
     gate = (record.get("gate") or {}).get("status", "none")
     group_list = list(sections) if sections is not None else arrange([], record.get("cells", []))
-    body = [header(record, group_list), decision_html(record), models_html(record), overview(record, group_list)]
+    body = [header(record, group_list), decision_html(record), models_html(record), run_facts(record)]
     if record.get("comparison"):
         body.append(f'<section id="comparison"><h2>Comparison with the baseline</h2>{comparison_section(record)}'
                     "</section>")

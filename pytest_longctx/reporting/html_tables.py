@@ -79,7 +79,8 @@ def pairs_text(cmp: Mapping[str, Any]) -> str:
 
 def accuracy_html(acc: float) -> str:
     width = max(0.0, min(acc, 1.0)) * 100
-    return f'<span class="acc"><span class="accbar" style="width:{width:.0f}%"></span>{acc:.3f}</span>'
+    return (f'<span class="acc">{acc:.3f}<span class="accbar" aria-hidden="true"><span style="width:{width:.0f}%">'
+            "</span></span></span>")
 
 
 def _compare_tds(cmp: Mapping[str, Any] | None, n: Any) -> list[str]:
@@ -112,10 +113,10 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
         verdict = cell_verdict(cell)
         tds = [_td(esc(value_text(params.get(k))), params.get(k) if isinstance(params.get(k), (int, float)) else None)
                for k in keys]
-        interval = f"[{num(cell.get('ci_low'), '.2f')}, {num(cell.get('ci_high'), '.2f')}]"
+        interval = f"[{num(cell.get('ci_low'), '.2f')},&nbsp;{num(cell.get('ci_high'), '.2f')}]"
         errors = cell.get("errors", 0)
         tds += [_td(esc(cell.get("n", 0)), cell.get("n", 0), "num"),
-                _td(esc(cell.get("correct", 0)), cell.get("correct", 0), "num"),
+                _td(esc(cell.get("correct", 0)), cell.get("correct", 0), "num opt"),
                 _td(accuracy_html(acc), f"{acc:.6f}", "num"),
                 _td(interval, cell.get("ci_low"), "num"),
                 *([_td(esc(shown), shown, "warn" if shown else "")] if any(marks) else []),
@@ -128,7 +129,8 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
         rows.append(f'<tr class="{row_cls}">{"".join(tds)}</tr>')
     numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff",
                "p of a drop (one-sided McNemar; Holm)"}
-    header = "".join(f'<th class="{"num" if h in numeric else ""}">{esc(h)}</th>' for h in head)
+    header = "".join(f'<th class="{"num" if h in numeric else ""}{" opt" if h == "correct" else ""}">'
+                     f'{esc(h).replace("_", "_<wbr>")}</th>' for h in head)
     return (f'<div class="tablebar"><input class="filter" type="search" placeholder="filter rows…" '
             f'aria-label="filter {esc(experiment)} cells"><span class="muted">{len(cells)} cells · click a header '
             f'to sort</span></div><div class="scroll tall"><table class="cells sortable"><thead><tr>{header}</tr>'
@@ -186,9 +188,9 @@ def comparison_section(record: Mapping[str, Any]) -> str:
               '<th class=num>pairs</th><th class=num>independent items</th><th class=num>p</th></tr></thead>'
               f"<tbody>{rows}</tbody></table></div>") if rows else ""
     out = [f'<dl class="facts">{dl}</dl>', pooled,
-           f'<p class="big {"fail" if drops else "pass"}">{drops} cell{"" if drops == 1 else "s"} with a significant '
-           "drop</p>"
-           f'<p class="muted">{len(fell)} of {len(cells)} compared cells are below the baseline, {improved} above.</p>']
+           f'<p class="{"said fail" if drops else "said"}">{drops} cell{"" if drops == 1 else "s"} with a significant '
+           f"drop (exact McNemar per cell, Holm per experiment); {len(fell)} of {len(cells)} compared cells are below "
+           f"the baseline, {improved} above. The verdicts are in the table at the top.</p>"]
     if significant:
         out.append("<h3>Regressed cells (significant drop)</h3>" + _fell_table(significant[:100]))
     if others:

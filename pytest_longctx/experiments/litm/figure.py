@@ -1,22 +1,22 @@
-"""The paper's figure: accuracy vs position of the relevant information (the U curve), as a standalone SVG.
+"""The paper's figure: accuracy vs position of the relevant information (the U curve), drawn with the report's
+shared figure API (``reporting.figures.lines_figure``), so it looks like every other experiment's charts.
 
-One line per number of documents (keys), x the 1-based position, y accuracy with Wilson intervals as
-whiskers; the closed-book and oracle QA baselines as dashed reference lines. Text is escaped.
+One series per number of documents (keys), x the 1-based position, y accuracy with its 95% interval; the closed-book
+and oracle QA baselines as dashed reference lines; against a compared run, its curve beside each, dashed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from html import escape
 from typing import Any
 
 from pytest_longctx.experiments.litm import KV_EXPERIMENT, QA_EXPERIMENT
 from pytest_longctx.experiments.litm.report import AXES, baselines, curves
+from pytest_longctx.reporting.charts import Figure, Point
+from pytest_longctx.reporting.figures import Line, lines_figure
+from pytest_longctx.results.stats import wilson
 
-WIDTH, HEIGHT = 560, 340
-LEFT, RIGHT, TOP, BOTTOM = 56, 130, 34, 46
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
-BASELINE_COLOURS = {"closed-book": "#7f7f7f", "oracle": "#000000"}
+BASELINE_COLOURS = {"closed-book": "#7f7f7f", "oracle": "#111827"}
 TITLES = {QA_EXPERIMENT: "Multi-document QA", KV_EXPERIMENT: "Key-value retrieval"}
 
 
@@ -25,75 +25,57 @@ def _accuracy(point: Mapping[str, Any]) -> float | None:
     return int(point.get("correct", 0)) / n if n else None
 
 
-def u_curve_svg(cells: Sequence[Mapping[str, Any]], experiment: str = QA_EXPERIMENT) -> str | None:
+def _point(position: int, correct: int, n: int, low: Any = None, high: Any = None) -> Point:
+    if low is None or high is None:
+        low, high = wilson(correct, n)
+    return Point(position + 1, correct / n, float(low), float(high), f"{correct}/{n}, 95% CI [{low:.2f}, {high:.2f}]")
+
+
+def _compared(cells: Sequence[Mapping[str, Any]], experiment: str) -> dict[int, dict[int, tuple[int, int]]]:
+    """count -> 0-based position -> the compared run's (correct, n), from each cell's ``compare``."""
+    count_key, position_key, _ = AXES[experiment]
+    out: dict[int, dict[int, tuple[int, int]]] = {}
+    for cell in cells:
+        params, cmp = cell.get("params") or {}, cell.get("compare")
+        if cell.get("experiment") != experiment or params.get(position_key) is None or not cmp:
+            continue
+        n = int(cmp.get("baseline_n") or 0)
+        if n:
+            correct = round(float(cmp["baseline_accuracy"]) * n)
+            out.setdefault(int(params.get(count_key, 0)), {})[int(params[position_key])] = (correct, n)
+    return out
+
+
+def u_curve(cells: Sequence[Mapping[str, Any]], experiment: str = QA_EXPERIMENT) -> Figure | None:
     """The figure for ``experiment``'s cells, or None when the run has no positioned cell of it."""
     grid = curves(cells, experiment)
     if not grid:
         return None
     _, _, noun = AXES[experiment]
-    top = max(grid)
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def x(position: int) -> float:
-        return LEFT + (position / (top - 1) if top > 1 else 0.5) * plot_w
-
-    def y(value: float) -> float:
-        return TOP + (1 - value) * plot_h
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="11" role="img">',
-             f"<title>{escape(TITLES[experiment])}: accuracy by position of the relevant {noun[:-1]}</title>",
-             f'<text x="{LEFT}" y="18" font-size="13" font-weight="bold">{escape(TITLES[experiment])}</text>',
-             f'<rect x="{LEFT}" y="{TOP}" width="{plot_w}" height="{plot_h}" fill="none" stroke="#999"/>']
-    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(tick):.1f}" y2="{y(tick):.1f}" stroke="#eee"/>'
-                     f'<text x="{LEFT - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.2f}</text>')
-    positions = sorted({p for points in grid.values() for p in points})
-    last = -1e9
-    for p in positions:
-        if x(p) - last < 18:  # a label too close to the previous one would overlap it
-            continue
-        last = x(p)
-        parts.append(f'<text x="{x(p):.1f}" y="{TOP + plot_h + 16}" text-anchor="middle">{p + 1}</text>')
-    parts.append(f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 8}" text-anchor="middle">position of the '
-                 f"{escape(noun[:-1])} with the answer (1-based, of {top})</text>")
-    parts.append(f'<text transform="translate(14 {TOP + plot_h / 2:.1f}) rotate(-90)" text-anchor="middle">'
-                 "accuracy</text>")
-    legend: list[tuple[str, str, bool]] = []
+    before = _compared(cells, experiment)
+    lines = []
+    for i, (count, points) in enumerate(grid.items()):
+        now = [_point(p, pt["correct"], pt["n"], pt.get("ci_low"), pt.get("ci_high"))
+               for p, pt in points.items() if pt["n"]]
+        old = [_point(p, c, n) for p, (c, n) in sorted(before.get(count, {}).items())]
+        lines.append(Line(f"{count} {noun}", now, old, i))
+    refs = []
     if experiment == QA_EXPERIMENT:
         for name, point in baselines(cells).items():
-            value = _accuracy(point)
-            if value is None:
-                continue
-            colour = BASELINE_COLOURS[name]
-            parts.append(f'<line x1="{LEFT}" x2="{LEFT + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                         f'stroke="{colour}" stroke-dasharray="5 4" class="baseline" data-name="{name}"/>')
-            legend.append((f"{name} {value:.2f}", colour, True))
-    for i, (count, points) in enumerate(grid.items()):
-        colour = COLOURS[i % len(COLOURS)]
-        xy = [(x(p), y(v), pt) for p, pt in points.items() if (v := _accuracy(pt)) is not None]
-        for px, _, pt in xy:
-            if pt.get("ci_low") is not None and pt.get("ci_high") is not None:
-                parts.append(f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{y(float(pt["ci_low"])):.1f}" '
-                             f'y2="{y(float(pt["ci_high"])):.1f}" stroke="{colour}" stroke-opacity="0.45"/>')
-        if len(xy) > 1:
-            path = " ".join(f"{px:.1f},{py:.1f}" for px, py, _ in xy)
-            parts.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2" '
-                         f'class="curve" data-count="{count}"/>')
-        for px, py, pt in xy:
-            parts.append(f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3.5" fill="{colour}">'
-                         f"<title>{pt['correct']}/{pt['n']}</title></circle>")
-        legend.append((f"{count} {noun}", colour, False))
-    for j, (label, colour, dashed) in enumerate(legend):
-        ly = TOP + 10 + 18 * j
-        dash = ' stroke-dasharray="5 4"' if dashed else ""
-        parts.append(f'<line x1="{LEFT + plot_w + 10}" x2="{LEFT + plot_w + 32}" y1="{ly}" y2="{ly}" '
-                     f'stroke="{colour}" stroke-width="2"{dash}/>'
-                     f'<text x="{LEFT + plot_w + 36}" y="{ly + 4}">{escape(label)}</text>')
-    parts.append("</svg>")
-    return "".join(parts)
+            if (value := _accuracy(point)) is not None:
+                refs.append((value, f"{name} {value:.2f}", BASELINE_COLOURS[name]))
+    note = "Dashed horizontal: the closed-book and oracle baselines." if refs else ""
+    return lines_figure(f"{TITLES[experiment]}: accuracy vs position of the relevant information", lines,
+                        x_label=f"position of the {noun[:-1]} with the answer (1-based, of {max(grid)})", refs=refs,
+                        note=note, x_log=False)
 
 
-def litm_figures(cells: Sequence[Mapping[str, Any]]) -> list[str]:
+def u_curve_svg(cells: Sequence[Mapping[str, Any]], experiment: str = QA_EXPERIMENT) -> str | None:
+    """The figure's drawing alone (SVG, or a grid of SVG panels when it holds many series)."""
+    figure = u_curve(cells, experiment)
+    return figure.svg if figure is not None else None
+
+
+def litm_figures(cells: Sequence[Mapping[str, Any]]) -> list[Figure]:
     """Every figure the run's cells support: QA first, then key-value retrieval."""
-    return [svg for e in (QA_EXPERIMENT, KV_EXPERIMENT) if (svg := u_curve_svg(cells, e)) is not None]
+    return [f for e in (QA_EXPERIMENT, KV_EXPERIMENT) if (f := u_curve(cells, e)) is not None]

@@ -121,13 +121,11 @@ def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
     """One section with the paper's figures: accuracy vs position of the relevant information (the U curve)."""
     if not _mine(cells):
         return []
-    from pytest_longctx import Figure, Section
-    from pytest_longctx.experiments.litm.figure import TITLES, u_curve_svg
+    from pytest_longctx import Section
+    from pytest_longctx.experiments.litm.figure import litm_figures
 
-    figures = [Figure(f"{TITLES[e]}: accuracy vs position of the relevant information", svg,
-                      note="Whiskers: 95% Wilson interval. Dashed: closed-book and oracle baselines.")
-               for e in EXPERIMENTS if (svg := u_curve_svg(_mine(cells), e)) is not None]
-    return [Section("litm", "Lost in the middle (litm-qa, litm-kv)", EXPERIMENTS, list(figures), order=50)]
+    return [Section("litm", "Lost in the middle (litm-qa, litm-kv)", EXPERIMENTS, list(litm_figures(_mine(cells))),
+                    order=50)]
 
 
 def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
