@@ -71,26 +71,27 @@ def test_one_model_from_the_ini_file_too(runner: Any) -> None:
 
 @pytest.mark.parametrize("mode", [["-n", "2"], ["-p", "no:xdist"]], ids=["n2", "no-xdist"])
 def test_each_condition_runs_for_each_model(runner: Any, mode: list[str]) -> None:
-    done = runner.run(*_models("fake/perfect", "fake/wrong", "fake/random"), "--longctx-samples", "3",
+    done = runner.run(*_models("fake/perfect", "fake/wrong", "fake/random"), "--longctx-samples", "8",
                       "--longctx-threshold", "*:max-drop=0", *mode, model=None)
     assert done.ret == 10, done.result.stdout.str()  # fake/wrong and fake/random drop against fake/perfect
+    # (16 items: fewer single-trial items than the test's critical value squared can never show a drop)
     record = done.record
     assert record["settings"]["model"] == "fake/perfect"  # the first is the reference
-    assert len(record["trials"]) == 6 and {t["model"] for t in record["trials"]} == {"fake/perfect"}
+    assert len(record["trials"]) == 16 and {t["model"] for t in record["trials"]} == {"fake/perfect"}
     per_model = {}
     for spec in ("fake/perfect", "fake/wrong", "fake/random"):
         path = done.report_dir / "models" / spec.replace("/", "-") / "longctx.json"
         per_model[spec] = json.loads(path.read_text(encoding="utf-8"))
         ids = sorted(t["nodeid"].split("::")[1] for t in per_model[spec]["trials"])
         slug = spec.replace("/", "-")
-        assert ids == sorted(f"test_passkey[{f}-{slug}-s{s}]" for f in (4, 16) for s in range(3))
+        assert ids == sorted(f"test_passkey[{f}-{slug}-s{s}]" for f in (4, 16) for s in range(8))
     seeds = [sorted(t["seed"] for t in r["trials"]) for r in per_model.values()]
     assert seeds[0] == seeds[1] == seeds[2]  # the same seed-derived items for each model
     assert per_model["fake/wrong"]["gate"]["status"] == "fail"
     assert per_model["fake/perfect"]["gate"]["status"] == "none"  # its relative check is the others'
     side = record["models"]["experiments"]["demo"]
     assert side["models"]["fake/wrong"]["vs_reference"]["diff"] == -1.0
-    places = side["ranking"]["places"]  # 6 pairs separate fake/perfect from fake/wrong only
+    places = side["ranking"]["places"]  # 16 pairs separate fake/perfect from fake/wrong only
     assert (places["fake/perfect"]["best"], places["fake/wrong"]["best"], places["fake/wrong"]["worst"]) == (1, 2, 3)
 
 
@@ -138,9 +139,9 @@ def test_an_in_process_and_a_remote_model_each_get_their_own_backend(runner: Any
 
 
 def test_with_a_compared_run_every_model_is_gated_against_it(runner: Any) -> None:
-    first = runner.run("--longctx-samples", "3", report_dir="prod")
+    first = runner.run("--longctx-samples", "8", report_dir="prod")
     compared = str(first.report_dir / "longctx.json")
-    done = runner.run(*_models("fake/wrong", "fake/perfect"), "--longctx-samples", "3", "--longctx-compare", compared,
+    done = runner.run(*_models("fake/wrong", "fake/perfect"), "--longctx-samples", "8", "--longctx-compare", compared,
                       "--longctx-threshold", "*:max-drop=0", model=None)
     assert done.ret == 10
     gate = done.record["gate"]
