@@ -109,6 +109,8 @@ def pairing_line(record: Mapping[str, Any]) -> str | None:
             + f", {there:,} of the compared run unpaired" + (f" ({why_there})" if why_there else ""))
     if comparison.get("legacy_note"):
         text += f"; {comparison['legacy_note']}"
+    if comparison.get("partial"):
+        text += f"; {comparison['partial']} (accepted with --longctx-compare-partial)"
     return text
 
 
@@ -123,6 +125,19 @@ def terminal_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
             lines.append((style, f"  {verdict.upper()}  {words}"))
     if (pairing := pairing_line(record)) is not None:
         lines.append(("", pairing))
+    return lines
+
+
+def gate_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(style, text) lines of the gate's status and errors: the run's summary and ``longctx-gate`` print them."""
+    gate = record.get("gate") or {}
+    if gate.get("status", "none") == "none":
+        return []
+    counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v) or "no cell checked"
+    bad = gate["status"] in ("fail", "error")
+    lines = [("red" if bad else "green" if gate["status"] == "pass" else "",
+              f"gate: {gate['status'].upper()} ({counts})" + (f" -> exit code {gate['exit_code']}" if bad else ""))]
+    lines.extend(("red", f"gate error: {reason}") for reason in gate.get("errors") or [])
     return lines
 
 

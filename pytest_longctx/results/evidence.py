@@ -123,3 +123,18 @@ def describe(declared: Mapping[str, Evidence], trials: Sequence[Mapping[str, Any
                                "param": evidence.length.param, "tokens": evidence.length.tokens,
                                "where": dict(evidence.length.where), "exclude": dict(evidence.length.exclude)}}
     return out
+
+
+def declared_in(record: Mapping[str, Any]) -> dict[str, Evidence]:
+    """The declarations a run record's ``evidence`` holds (those its experiments declared), for deciding from it."""
+    out: dict[str, Evidence] = {}
+    for experiment, entry in sorted((record.get("evidence") or {}).items()):
+        if not isinstance(entry, dict) or not entry.get("declared"):
+            continue
+        length = entry.get("length")
+        axis = None if not isinstance(length, dict) else LengthAxis(
+            str(length["param"]), length.get("tokens"), dict(length.get("where") or {}),
+            dict(length.get("exclude") or {}))
+        out[experiment] = Evidence(experiment, str(entry.get("cluster", BY_ITEM)), str(entry.get("unit", "item")),
+                                   str(entry.get("why", "")), axis)
+    return out

@@ -69,7 +69,7 @@ def record_problem(record: Any) -> str | None:
         return f"not a pytest-longctx run record ({found}; {SCHEMA!r} expected)"
     version = record.get("version")
     if version not in READABLE_VERSIONS:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1]) + f" and {READABLE_VERSIONS[-1]}"
         return f"run record version {version!r} is not supported (this plugin reads versions {readable})"
     if not isinstance(record.get("settings", {}), dict):
         return "'settings' is not an object"
