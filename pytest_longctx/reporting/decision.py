@@ -46,7 +46,17 @@ def _length(found: Mapping[str, Any] | None, before: Mapping[str, Any] | None) -
     if not found:
         return None
     text = f"effective length {_length_text(found)} at accuracy >= {found['threshold']}"
+    if relative := found.get("relative"):
+        text += (f"; relative (>= {relative['share']:.0%} of its shortest length's accuracy, "
+                 f"{relative['threshold']:.3f}): {_length_text({**relative, 'levels': found.get('levels')})}")
     return text + (f"; compared run: {_length_text(before)}" if before else "")
+
+
+def _length_diff(diff: Mapping[str, Any] | None) -> str | None:
+    if not diff:
+        return None
+    return (f"effective length vs compared run: {diff['diff']:+,} tokens [{diff['low']:+,}, {diff['high']:+,}] "
+            f"({diff['now']:,} vs {diff['before']:,}) over {diff['clusters']:,} shared items, paired bootstrap")
 
 
 def p_text(p: float) -> str:
@@ -82,6 +92,8 @@ def blocks(record: Mapping[str, Any]) -> list[Block]:
         block = Block(name, [_accuracy(entry)])
         if (length := _length(lengths.get(name), before.get(name))) is not None:
             block.facts.append(length)
+        if (length_diff := _length_diff((comparison.get("effective_length_diff") or {}).get(name))) is not None:
+            block.facts.append(length_diff)
         block.facts.extend(_versus(entry.get("vs"), entry.get("detectable")))
         block.verdicts = [(c["verdict"], f"{c['threshold']}: {c.get('words', '')}") for c in checks
                           if c.get("experiments") == [name]]

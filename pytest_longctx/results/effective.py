@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_longctx.results.evidence import LengthAxis
+from pytest_longctx.results.evidence import DEFAULT, Evidence, LengthAxis
 
 #: Accuracy a length must reach, by default: RULER's bar (Llama-2-7B's score at 4K tokens, 85.6%), rounded.
 DEFAULT_THRESHOLD = 0.85
@@ -260,3 +261,20 @@ def _longest(accuracy: Any, lengths: Any, threshold: Any) -> Any:
     passing = np.cumprod(accuracy >= threshold - 1e-12, axis=1)
     reached = passing.sum(axis=1)
     return np.where(reached > 0, lengths[np.maximum(reached - 1, 0)], 0)
+
+
+def paired_lengths(now: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]],
+                   declared: Mapping[str, Evidence], threshold: float, seed: int) -> dict[str, dict[str, Any]]:
+    """Per experiment with a length axis: :func:`paired_difference` of this run's effective length and the compared
+    run's (experiments whose runs share no item on the axis are left out)."""
+    out = {}
+    for experiment in sorted({t["experiment"] for t in now}):
+        axis = declared.get(experiment, DEFAULT).length
+        if axis is None:
+            continue
+        found = paired_difference([t for t in now if t["experiment"] == experiment],
+                                  [t for t in before if t["experiment"] == experiment], axis, threshold,
+                                  zlib.crc32(f"{seed}|effective-diff|{experiment}".encode()))
+        if found is not None:
+            out[experiment] = found
+    return out

@@ -233,6 +233,10 @@ def _summarize(record: dict[str, Any], settings: DecideSettings, declared: dict[
     if comparison is not None and record.get("comparison"):
         record["comparison"]["effective_length"] = effective_lengths(
             comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
+        from pytest_longctx.results.effective import paired_lengths
+
+        record["comparison"]["effective_length_diff"] = paired_lengths(
+            trials, comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
 
 
 def _compare_and_gate(record: dict[str, Any], settings: DecideSettings, baseline: dict[str, Any] | None,
