@@ -194,11 +194,12 @@ def _rates(weights: Any, table: _Table) -> Any:
 
 
 def _relative_bar(accuracy: Any, share: float) -> Any:
-    """Per row: ``share`` of its shortest length's accuracy (no bar to reach when that length was not drawn)."""
+    """Per row: ``share`` of its shortest length's accuracy; a bar nothing reaches when that length was not drawn
+    or scored 0 (a model right nowhere keeps nothing: its relative length is 0, not the longest)."""
     import numpy as np
 
     base = accuracy[:, :1]
-    return np.where(base < 0, np.inf, share * base)
+    return np.where(base <= 0, np.inf, share * base)
 
 
 def effective_length(trials: Sequence[Mapping[str, Any]], axis: LengthAxis, threshold: float, seed: int,
@@ -219,7 +220,7 @@ def effective_length(trials: Sequence[Mapping[str, Any]], axis: LengthAxis, thre
         accuracy = _rates(weights, table)
         boot.extend(_longest(accuracy, table.lengths, threshold).tolist())
         relative_boot.extend(_longest(accuracy, table.lengths, _relative_bar(accuracy, share)).tolist())
-    relative_tokens = int(_longest(observed, table.lengths, share * observed[:, :1])[0])
+    relative_tokens = int(_longest(observed, table.lengths, _relative_bar(observed, share))[0])
     relative = EffectiveLength(share * levels[0].accuracy, relative_tokens, levels,
                                tuple(int(b) for b in relative_boot), axis.param, share=share)
     return EffectiveLength(threshold, int(_longest(observed, table.lengths, threshold)[0]), levels,
