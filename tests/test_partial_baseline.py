@@ -88,20 +88,11 @@ def test_an_interrupted_run_never_replaces_the_last_complete_record(project: Any
     assert again.ret == 0 and (reports / "history" / "0001.json").read_bytes() == before["longctx.json"]
 
 
-@pytest.fixture
-def baselines(project: Any, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
-    """A plan record, a stopped run's, another seed's, and one lacking the filler=16 cells (each its own folder)."""
-    made: dict[str, Path] = {}
-    plan = _run(project, "--longctx-plan", report_dir="plan")
-    made["plan"] = plan.report_dir / "longctx-plan.json"
+def _stopped_baseline(project: Any, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("STOP_AT", "1")
     stopped = _run(project, report_dir="stopped")
     monkeypatch.delenv("STOP_AT")
-    made["stopped"] = stopped.report_dir / "longctx.partial.json"
-    made["seed"] = _run(project, "--longctx-seed", "7", report_dir="seed7").report_dir / "longctx.json"
-    made["cells"] = _run(project, "-k", "not 16", report_dir="half").report_dir / "longctx.json"
-    assert all(path.is_file() for path in made.values()), made
-    return made
+    return Path(stopped.report_dir / "longctx.partial.json")
 
 
 REFUSED = {
@@ -109,37 +100,44 @@ REFUSED = {
     "stopped": "is the record of a stopped run (interrupted; ",
     "seed": "ran with --longctx-seed 7, this run with 0: its items and contexts differ; run with --longctx-seed 7, "
             "or pass --longctx-compare-partial to compare with what it has",
-    "cells": "has no scored trial in 4 of this run's 8 cells (e.g. demo filler=16); compare with a run of the same "
+    "cells": "has no scored trial in 1 of this run's 2 cells (e.g. demo filler=16); compare with a run of the same "
              "experiments and conditions, or select only the tests it ran, or pass --longctx-compare-partial",
 }
 #: Where the refusal must happen before anything is sent: the controller after collecting (no xdist), the planning
 #: child before the prefetch dispatcher has anything to send (-n 2, cache on), each worker before its first
-#: request (-n 2, cache off: no prefetch).
-MODES = {"no-xdist": ([], False), "n2-prefetch": (["-n", "2"], True), "n2-no-prefetch": (["-n", "2"], False)}
+#: request (-n 2, cache off: no prefetch). Plan, stopped and seed are refused when the options are read (the same
+#: code in every mode); the cells only after collection, so they are tried in every mode.
+CASES = [("plan", [], False), ("stopped", [], False), ("seed", [], False), ("cells", [], False),
+         ("cells", ["-n", "2"], True), ("cells", ["-n", "2"], False)]
 
 
-@pytest.mark.parametrize("mode", list(MODES), ids=list(MODES))
-@pytest.mark.parametrize("which", list(REFUSED), ids=list(REFUSED))
 def test_a_useless_or_partial_baseline_is_refused_at_start_up_with_nothing_sent(
-        project: Any, baselines: dict[str, Path], which: str, mode: str) -> None:
-    if mode != "no-xdist" and which != "cells":
-        pytest.skip("plan, stopped and seed are refused when the options are read, the same in every mode")
-    args, cache = MODES[mode]
-    sent = _messages(project.srv)
-    run = _run(project, *args, "--longctx-compare", str(baselines[which]), "--longctx-threshold", "*:max-drop=0",
-               report_dir="candidate", cache=cache)
-    out = run.result.stdout.str() + run.result.stderr.str()
-    assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    lines = [line for line in out.splitlines() if REFUSED[which] in line]
-    assert lines and len(set(lines)) == 1, out  # one line (xdist may echo it once per worker report)
-    assert f"--longctx-compare: {baselines[which]} " in lines[0]
-    assert _messages(project.srv) == sent, "a request was sent before the refusal"
-    assert not (run.report_dir / "longctx.json").exists()
+        project: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    baselines = {
+        "plan": _run(project, "--longctx-plan", report_dir="plan").report_dir / "longctx-plan.json",
+        "stopped": _stopped_baseline(project, monkeypatch),
+        "seed": _run(project, "--longctx-seed", "7", report_dir="seed7").report_dir / "longctx.json",
+        "cells": _run(project, "-k", "not 16", report_dir="half").report_dir / "longctx.json",
+    }
+    assert all(path.is_file() for path in baselines.values()), baselines
+    for which, args, cache in CASES:
+        sent = _messages(project.srv)
+        run = _run(project, *args, "--longctx-compare", str(baselines[which]), "--longctx-threshold",
+                   "*:max-drop=0", report_dir="candidate", cache=cache)
+        out = run.result.stdout.str() + run.result.stderr.str()
+        case = f"{which} {args} cache={cache}"
+        assert run.ret == pytest.ExitCode.USAGE_ERROR, f"{case}:\n{out}"
+        lines = [line for line in out.splitlines() if REFUSED[which] in line]
+        assert lines and len(set(lines)) == 1, f"{case}:\n{out}"  # one line (xdist may echo it per worker)
+        assert f"--longctx-compare: {baselines[which]} " in lines[0], case
+        assert _messages(project.srv) == sent, f"{case}: a request was sent before the refusal"
+        assert not (run.report_dir / "longctx.json").exists(), case
 
 
 def test_a_partial_baseline_accepted_explicitly_says_so_in_every_verdict(project: Any,
-                                                                         baselines: dict[str, Path]) -> None:
-    run = _run(project, "--longctx-compare", str(baselines["stopped"]), "--longctx-compare-partial",
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    stopped = _stopped_baseline(project, monkeypatch)
+    run = _run(project, "--longctx-compare", str(stopped), "--longctx-compare-partial",
                "--longctx-threshold", "*:max-drop=0", "--longctx-threshold", "*:min=0.5", report_dir="candidate")
     out = run.result.stdout.str()
     assert run.ret == 0, out
