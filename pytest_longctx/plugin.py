@@ -201,15 +201,49 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     from pytest_longctx.session.heap import freeze
 
     freeze(session.config)  # every process that collects: its items live until the end
-    if _is_controller(session.config) and any(item.get_closest_marker("longctx") for item in session.items):
+    if not _is_controller(session.config):
+        _check_baseline_on_worker(session)
+    elif any(item.get_closest_marker("longctx") for item in session.items):
         from pytest_longctx.errors import UsageError
-        from pytest_longctx.session.preflight import check_selectors
+        from pytest_longctx.session.preflight import check_baseline_cells, check_selectors
 
+        settings = session.config.stash[SETTINGS_KEY]
         try:
-            check_selectors(session.config.stash[SETTINGS_KEY], session.items)
+            check_selectors(settings, session.items)
+            refused = check_baseline_cells(settings, session.items, session.config.stash[RUN_KEY].baseline)
         except UsageError as exc:
             raise pytest.UsageError(str(exc)) from None
+        if refused is not None:  # before any service starts: nothing is sent
+            raise pytest.UsageError(refused)
         _start_services(session.config)
+
+
+#: On an xdist worker: why the compared run is refused (it lacks collected cells); its longctx tests then end as
+#: usage errors before their first request, and the controller stops the session (exit 4).
+REFUSED_KEY = pytest.StashKey[str]()
+
+
+def _check_baseline_on_worker(session: pytest.Session) -> None:
+    """Under xdist the controller does not collect: each worker checks the compared run against its own items."""
+    from pytest_longctx.errors import UsageError
+    from pytest_longctx.session.preflight import check_baseline_cells
+
+    try:
+        refused = check_baseline_cells(session.config.stash[SETTINGS_KEY], session.items)
+    except UsageError as exc:
+        refused = str(exc)
+    if refused is not None:
+        session.config.stash[REFUSED_KEY] = refused
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A worker whose compared run was refused runs no longctx test: each ends as that usage error, unsent."""
+    refused = item.config.stash.get(REFUSED_KEY, None)
+    if refused is not None and item.get_closest_marker("longctx") is not None:
+        from pytest_longctx.errors import UsageError
+
+        raise UsageError(refused)
 
 
 def _start_services(config: pytest.Config) -> None:

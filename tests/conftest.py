@@ -81,6 +81,11 @@ class LongctxRun:
 
     @property
     def record(self) -> dict[str, Any]:
+        """The run's record: ``longctx.json``, or a stopped run's ``longctx.partial.json`` (which never replaces it)."""
+        if not (self.report_dir / "longctx.json").is_file() and (self.report_dir / "longctx.partial.json").is_file():
+            partial = self._read("longctx.partial.json", "partial run record")
+            assert partial["stopped"], "longctx.partial.json of a run that was not stopped"
+            return partial
         return self._read("longctx.json", "run record")
 
     @property

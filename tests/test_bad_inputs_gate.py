@@ -143,8 +143,25 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
                        "list.json: the file holds list, not a run record object"),
     "compare-other-schema": (lambda p: ["--longctx-compare", p.write("other.json", {"schema": "pytest-benchmark"})],
                              "other.json: not a pytest-longctx run record (schema 'pytest-benchmark'"),
-    "compare-future-version": (lambda p: ["--longctx-compare", p.write("v3.json", p.baseline(version=3))],
-                               "v3.json: run record version 3 is not supported (this plugin reads versions 1 and 2)"),
+    "compare-future-version": (lambda p: ["--longctx-compare", p.write("v4.json", p.baseline(version=4))],
+                               "v4.json: run record version 4 is not supported (this plugin reads versions 1, 2 "
+                               "and 3)"),
+    # a baseline that cannot serve: refused before any request, unless --longctx-compare-partial accepts it
+    "compare-plan-record": (lambda p: ["--longctx-compare", p.write("plan.json", p.baseline(plan={"requests": 4}))],
+                            "plan.json is a plan record (--longctx-plan: nothing was answered); pass the "
+                            "longctx.json of a completed run"),
+    "compare-stopped": (lambda p: ["--longctx-compare", p.write("stopped.json", p.baseline(
+        stopped="interrupted by SIGINT"))], "stopped.json is the record of a stopped run (interrupted by SIGINT; "
+        "4 scored trials); compare with a completed run's longctx.json (re-run the baseline to the end), or pass "
+        "--longctx-compare-partial to compare with what it has"),
+    "compare-another-seed": (lambda p: ["--longctx-compare", p.write("seed7.json", p.baseline(
+        settings={**p.baseline()["settings"], "seed": 7}))], "seed7.json ran with --longctx-seed 7, this run with 0"),
+    "compare-another-protocol": (lambda p: ["--longctx-compare", p.write("source.json", p.baseline(
+        settings={**p.baseline()["settings"], "protocol": "source"}))],
+        "source.json ran with --longctx-protocol source, this run with longctx"),
+    "compare-lacks-a-cell": (lambda p: ["--longctx-compare", p.write("half.json", p.baseline(
+        cells=p.baseline()["cells"][:1]))], "half.json has no scored trial in 1 of this run's 2 cells (e.g. demo "
+        "filler=8)"),
     "compare-trials-5": (lambda p: ["--longctx-compare", p.write("t5.json", p.baseline(trials=5))],
                          "t5.json: 'trials' is 5, not a list"),
     "compare-no-cells": (lambda p: ["--longctx-compare", p.write("nocells.json", p.baseline(cells=None))],
@@ -234,13 +251,13 @@ def test_selector_without_cell_under_xdist_is_a_gate_error(project: Project) -> 
     print("ROW | selector-matches-no-cell -n 2 | exit 11 |", line)
 
 
-def test_baseline_of_another_experiment_set_is_a_gate_error(project: Project) -> None:
+def test_baseline_of_another_experiment_set_accepted_as_partial_is_a_gate_error(project: Project) -> None:
     project.runner.pytester.makepyfile(test_demo=OTHER)
     other = project.runner.run("--longctx-samples", "2", model="fake/perfect", report_dir="other-run")
     assert other.ret == 0
     project.runner.pytester.makepyfile(test_demo=DEMO)
     _, out = _gate_error_run(project, "--longctx-compare", str(other.report_dir / "longctx.json"),
-                             "--longctx-threshold", "*:max-drop=0.05")
+                             "--longctx-threshold", "*:max-drop=0.05", "--longctx-compare-partial")
     lines = [line for line in out.splitlines() if line.startswith("gate error:")]
     assert lines == ["gate error: threshold '*:max-drop=0.05': no trial of its 2 cells paired with the compared run "
                      "(4 its cell is not in the other run): the same seed, protocol and items are needed",
@@ -249,23 +266,23 @@ def test_baseline_of_another_experiment_set_is_a_gate_error(project: Project) ->
     print("ROW | compare with another experiment set + max-drop | exit 11 |", lines[0])
 
 
-def test_compare_sharing_no_cell_without_threshold_is_a_gate_error(project: Project) -> None:
+def test_compare_sharing_no_cell_accepted_as_partial_is_a_gate_error(project: Project) -> None:
     project.runner.pytester.makepyfile(test_demo=OTHER)
     other = project.runner.run("--longctx-samples", "2", model="fake/perfect", report_dir="other-run")
     project.runner.pytester.makepyfile(test_demo=DEMO)
     run, out = _gate_error_run(project, "--longctx-compare", str(other.report_dir / "longctx.json"),
-                               model="fake/perfect")
+                               "--longctx-compare-partial", model="fake/perfect")
     line = _one_line(out, "gate error:")
     assert "shares no cell with this run" in line
     assert run.record["comparison"]["cells_compared"] == 0
     print("ROW | compare with another experiment set, no threshold | exit 11 |", line)
 
 
-def test_baseline_whose_cells_all_errored_is_a_gate_error_not_accuracy_zero(project: Project) -> None:
+def test_baseline_whose_cells_all_errored_accepted_as_partial_is_a_gate_error(project: Project) -> None:
     errored = project.runner.run("--longctx-samples", "2", model="fake/error", report_dir="errored-run")
     assert errored.ret == 1 and all(c["n"] == 0 for c in errored.record["cells"])
     run, out = _gate_error_run(project, "--longctx-compare", str(errored.report_dir / "longctx.json"),
-                               "--longctx-threshold", "*:max-drop=0.05")
+                               "--longctx-threshold", "*:max-drop=0.05", "--longctx-compare-partial")
     line = _one_line(out, "gate error:")
     assert "no trial of its 2 cells paired with the compared run (4 errored in the compared run)" in line
     assert run.record["gate"]["counts"]["error"] == 1 and run.record["gate"]["counts"]["pass"] == 0
@@ -273,12 +290,12 @@ def test_baseline_whose_cells_all_errored_is_a_gate_error_not_accuracy_zero(proj
     print("ROW | baseline cells all errored + max-drop | exit 11 |", line)
 
 
-def test_significance_without_paired_trials_is_a_gate_error(project: Project) -> None:
+def test_another_seed_accepted_as_partial_without_paired_trials_is_a_gate_error(project: Project) -> None:
     """Another seed asks other pass keys: nothing pairs, so a drop's significance cannot be tested."""
     base = project.runner.run("--longctx-samples", "2", "--longctx-seed", "7", model="fake/perfect",
                               report_dir="seed7")
     run, out = _gate_error_run(project, "--longctx-compare", str(base.report_dir / "longctx.json"),
-                               "--longctx-threshold", "*:max-drop=0.05/sig")
+                               "--longctx-threshold", "*:max-drop=0.05/sig", "--longctx-compare-partial")
     line = _one_line(out, "gate error:")
     assert "no trial of its 2 cells paired with the compared run (4 the other run asked another item" in line
     assert all(c["compare"]["paired"] == 0 for c in run.record["cells"])

@@ -35,10 +35,11 @@ def _parsers() -> dict[str, Any]:
     from pytest_longctx.corpus.fetch import build_parser as data
     from pytest_longctx.experiments.docs.__main__ import _parser as docs
     from pytest_longctx.experiments.qa.__main__ import _parser as qa
+    from pytest_longctx.gate_command import _parser as gate
     from pytest_longctx.server.__main__ import build_parser as server
 
     return {"longctx-data": data, "longctx-qa": qa, "longctx-docs": docs, "pytest_longctx.corpus": data,
-            "pytest_longctx.server": server}
+            "pytest_longctx.server": server, "longctx-gate": gate}
 
 
 def _switches() -> set[str]:

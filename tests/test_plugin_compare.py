@@ -112,7 +112,7 @@ def test_schema_1_records_load_with_a_cluster_a_trial(tmp_path: Path) -> None:
     path = tmp_path / "v1.json"
     path.write_text(json.dumps(old), encoding="utf-8")
     loaded = load_record(path)
-    assert [t["cluster"] for t in loaded["trials"]] == ["trial:qa{}[s0]#0", "trial:qa{}[s1]#1"]
+    assert [t["cluster"] for t in loaded["trials"]] == ["qa|trial:qa{}[s0]#0", "qa|trial:qa{}[s1]#1"]
     now = _run(_trials("cc"))
     _, summary = compare(now["cells"], now["trials"], loaded, now["settings"])
     assert summary["pairing"]["by"] == "sample" and summary["baseline_version"] == 1
@@ -206,3 +206,23 @@ def test_compare_with_missing_record_is_a_usage_error(longctx_runner: Any) -> No
     run = longctx_runner.run("--longctx-compare", "nowhere/longctx.json")
     assert run.ret == pytest.ExitCode.USAGE_ERROR
     assert "--longctx-compare: nowhere/longctx.json not found" in run.result.stderr.str()
+
+
+def test_clusters_are_namespaced_by_experiment(tmp_path: Path) -> None:
+    """Two experiments that both call their items q0..q9: a pooled '*' threshold counts 20 items, not 10; a
+    version-2 record (clusters named without their experiment) loads namespaced."""
+    from pytest_longctx.results.evidence import Evidence, assign_clusters
+
+    trials = _trials("c" * 10, experiment="a") + _trials("c" * 10, experiment="b")
+    assign_clusters(trials, {"a": Evidence("a"), "b": Evidence("b")})
+    assert {t["cluster"] for t in trials} == {f"{e}|q{i}" for e in "ab" for i in range(10)}
+    run = _run(trials)
+    gate = evaluate((parse_threshold("*:min=0.5"),), GateInputs(run["cells"], run["trials"]))
+    assert gate["checks"][0]["clusters"] == 20
+    old = _run(_trials("c" * 10, experiment="a") + _trials("c" * 10, experiment="b"))  # clusters "q0".."q9"
+    path = tmp_path / "v2.json"
+    path.write_text(json.dumps(old), encoding="utf-8")
+    loaded = load_record(path)
+    assert len({t["cluster"] for t in loaded["trials"]}) == 20 and loaded["trials"][0]["cluster"] == "a|q0"
+    merged = evaluate((parse_threshold("*:min=0.5"),), GateInputs(old["cells"], old["trials"]))
+    assert merged["checks"][0]["clusters"] == 10  # what the old names did: two experiments' q0 as one item

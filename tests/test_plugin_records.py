@@ -79,7 +79,7 @@ def test_record_schema_and_history_from_runs(longctx_runner: Any) -> None:
     first = longctx_runner.run("--longctx-samples", "2", "--longctx-seed", "11", report_dir="reports")
     assert first.ret == 0
     record = first.record
-    assert (record["schema"], record["version"]) == ("pytest-longctx/run", 2)
+    assert (record["schema"], record["version"]) == ("pytest-longctx/run", 3)
     assert set(record) >= {"schema", "version", "settings", "fixtures", "cells", "trials", "usage", "stopped",
                            "comparison", "gate"}
     settings = record["settings"]
@@ -91,7 +91,8 @@ def test_record_schema_and_history_from_runs(longctx_runner: Any) -> None:
     assert (settings["cache"], settings["workers"], settings["thresholds"]) == ("off", 1, [])
     assert record["gate"] == {"status": "none", "errors": [], "thresholds": [], "exit_code": 0, "checks": [],
                               "alpha": 0.05, "counts": {"pass": 0, "fail": 0, "too-few": 0, "error": 0}}
-    assert {t["cluster"] for t in record["trials"]} == {f"trial:{t['nodeid']}#{t['sample']}" for t in record["trials"]}
+    assert {t["cluster"] for t in record["trials"]} == {f"seeded|trial:{t['nodeid']}#{t['sample']}"
+                                                       for t in record["trials"]}
     assert [c["key"] for c in record["cells"]] == ['seeded{"size":3}', 'seeded{"size":12}']
     trial = next(t for t in record["trials"] if t["params"] == {"size": 12} and t["sample"] == 1)
     assert trial["nodeid"] == "test_prompts.py::test_prompt[12-s1]"

@@ -94,7 +94,8 @@ class Run:
 
     @property
     def record_path(self) -> Path:
-        return self.path / "reports" / "longctx.json"
+        """A stopped run's record: beside the last complete one (``longctx.json``), never replacing it."""
+        return self.path / "reports" / "longctx.partial.json"
 
     def record(self) -> dict[str, Any]:
         assert self.record_path.is_file(), f"no run record:\n{self.output()}"

@@ -119,6 +119,7 @@ class Row:
     length_before: Mapping[str, Any] | None = None
     detectable: Mapping[str, Any] | None = None
     verdicts: list[tuple[str, str, str]] = field(default_factory=list)  # (verdict, threshold, words)
+    length_diff: Mapping[str, Any] | None = None  # the paired difference of the two runs' effective lengths
 
     @property
     def kind(self) -> str:
@@ -146,11 +147,13 @@ def rows(record: Mapping[str, Any], series: str = "") -> list[Row]:
     """``record``'s rows, one per experiment, then one for thresholds spanning experiments (not ordered)."""
     experiments = record.get("experiments") or {}
     lengths = record.get("effective_length") or {}
-    before = (record.get("comparison") or {}).get("effective_length") or {}
+    comparison = record.get("comparison") or {}
+    before = comparison.get("effective_length") or {}
+    length_diffs = comparison.get("effective_length_diff") or {}
     checks = (record.get("gate") or {}).get("checks") or []
     out = [Row(name, series, entry.get("pooled"), entry.get("unit", "trial"), int(entry.get("errors") or 0),
                entry.get("vs"), lengths.get(name), before.get(name), entry.get("detectable"),
-               _verdicts([c for c in checks if c.get("experiments") == [name]]))
+               _verdicts([c for c in checks if c.get("experiments") == [name]]), length_diffs.get(name))
            for name, entry in experiments.items()]
     spanning = [c for c in checks if len(c.get("experiments") or []) != 1]
     if spanning:
@@ -173,6 +176,19 @@ def length_text(found: Mapping[str, Any]) -> str:
         return f"below the shortest tested ({shortest:,} tokens)"
     text = f"{found['tokens']:,} tokens [{found['low']:,}, {found['high']:,}]"
     return text + (" (every tested length passed: at least this)" if found.get("at_least") else "")
+
+
+def _length_words(found: Mapping[str, Any], before: Mapping[str, Any] | None) -> str:
+    text = f"effective length {length_text(found)} at accuracy >= {found['threshold']}"
+    if relative := found.get("relative"):
+        text += (f"; relative (>= {relative['share']:.0%} of its shortest length's accuracy, "
+                 f"{relative['threshold']:.3f}): {length_text({**relative, 'levels': found.get('levels')})}")
+    return text + (f"; compared run: {length_text(before)}" if before else "")
+
+
+def _length_diff(diff: Mapping[str, Any]) -> str:
+    return (f"effective length vs compared run: {diff['diff']:+,} tokens [{diff['low']:+,}, {diff['high']:+,}] "
+            f"({diff['now']:,} vs {diff['before']:,}) over {diff['clusters']:,} shared items, paired bootstrap")
 
 
 def p_text(p: float) -> str:
@@ -209,8 +225,9 @@ def facts(row: Row) -> list[str]:
     elif row.errors:
         out.append(f"{row.errors} errors, nothing scored")
     if row.length:
-        text = f"effective length {length_text(row.length)} at accuracy >= {row.length['threshold']}"
-        out.append(text + (f"; compared run: {length_text(row.length_before)}" if row.length_before else ""))
+        out.append(_length_words(row.length, row.length_before))
+    if row.length_diff:
+        out.append(_length_diff(row.length_diff))
     if row.vs:
         out.append(vs_text(row.vs))
     if row.detectable:
@@ -234,6 +251,8 @@ def pairing_line(record: Mapping[str, Any]) -> str | None:
             + f", {there:,} of the compared run unpaired" + (f" ({why_there})" if why_there else ""))
     if comparison.get("legacy_note"):
         text += f"; {comparison['legacy_note']}"
+    if comparison.get("partial"):
+        text += f"; {comparison['partial']} (accepted with --longctx-compare-partial)"
     return text
 
 
@@ -255,6 +274,19 @@ def terminal_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
             lines.append((style, f"  {verdict.upper()}  {threshold}: {words}"))
     if (pairing := pairing_line(record)) is not None:
         lines.append(("", pairing))
+    return lines
+
+
+def gate_lines(record: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(style, text) lines of the gate's status and errors: the run's summary and ``longctx-gate`` print them."""
+    gate = record.get("gate") or {}
+    if gate.get("status", "none") == "none":
+        return []
+    counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v) or "no cell checked"
+    bad = gate["status"] in ("fail", "error")
+    lines = [("red" if bad else "green" if gate["status"] == "pass" else "",
+              f"gate: {gate['status'].upper()} ({counts})" + (f" -> exit code {gate['exit_code']}" if bad else ""))]
+    lines.extend(("red", f"gate error: {reason}") for reason in gate.get("errors") or [])
     return lines
 
 

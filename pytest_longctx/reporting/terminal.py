@@ -81,15 +81,10 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     cached = prompt_cache_text(usage)
     if cached:
         tr.write_line(f"usage: {cached}")
-    gate = record["gate"]
-    if gate["status"] != "none":
-        counts = ", ".join(f"{v} {k}" for k, v in gate["counts"].items() if v) or "no cell checked"
-        bad = gate["status"] in ("fail", "error")
-        tr.write_line(f"gate: {gate['status'].upper()} ({counts})"
-                      + (f" -> exit code {gate['exit_code']}" if bad else ""),
-                      red=bad, green=gate["status"] == "pass")
-        for reason in gate.get("errors") or []:
-            tr.write_line(f"gate error: {reason}", red=True)
+    from pytest_longctx.reporting.decision import gate_lines
+
+    for style, line in gate_lines(record):  # the same lines longctx-gate prints
+        tr.write_line(line, **({style: True} if style else {}))
     if record.get("comparison"):
         c = record["comparison"]
         tr.write_line(f"cells vs the compared run: {c['cells_compared']} compared, {c['significant_drops']} with a "

@@ -20,6 +20,9 @@ RECORD_NAME = "longctx.json"
 #: A plan's (dry run's) record: beside the last run's, which a plan never replaces or moves to the history.
 PLAN_RECORD_NAME = "longctx-plan.json"
 HTML_NAME = "longctx.html"
+#: A stopped (interrupted) run's record and report: beside the last complete run's, which they never replace.
+PARTIAL_RECORD_NAME = "longctx.partial.json"
+PARTIAL_HTML_NAME = "longctx.partial.html"
 HISTORY_DIR = "history"
 #: Under the cache dir: where reports go when the report dir cannot take them (the summary names the folder).
 FALLBACK_DIR = "reports-fallback"
@@ -60,17 +63,29 @@ def write_reports(record: dict[str, Any], report_dir: Path, sections: Sequence[S
     The record is written first; a bug in HTML rendering costs the HTML report, never the record.
     """
     written = [str(write_record(record, report_dir))]
+    return written + _write_html(record, report_dir / HTML_NAME, sections)
+
+
+def write_partial_reports(record: dict[str, Any], report_dir: Path,
+                          sections: Sequence[Section] | None = None) -> list[str]:
+    """A stopped run: longctx.partial.json and longctx.partial.html (replacing the previous stopped run's); the
+    last complete run's longctx.json, its HTML report and the history are left as they are."""
+    path = report_dir / PARTIAL_RECORD_NAME
+    atomic_write_text(path, json.dumps(record, indent=1, ensure_ascii=False, sort_keys=False))
+    return [str(path), *_write_html(record, report_dir / PARTIAL_HTML_NAME, sections)]
+
+
+def _write_html(record: dict[str, Any], html_path: Path, sections: Sequence[Section] | None) -> list[str]:
+    """The HTML report of ``record`` at ``html_path``; a line saying why instead if it cannot be rendered."""
     from pytest_longctx.reporting.html import render_html
 
     try:
         html = render_html(record, sections)
     except Exception as exc:  # the record is already safe; say what is missing
-        (report_dir / HTML_NAME).unlink(missing_ok=True)  # an earlier run's HTML must not pass for this run's
-        return [*written, f"could not render the HTML report: {type(exc).__name__}: {exc}"]
-    html_path = report_dir / HTML_NAME
+        html_path.unlink(missing_ok=True)  # an earlier run's HTML must not pass for this run's
+        return [f"could not render the HTML report: {type(exc).__name__}: {exc}"]
     atomic_write_text(html_path, html)
-    written.append(str(html_path))
-    return written
+    return [str(html_path)]
 
 
 def fallback_dir(cache_dir: Path) -> Path:

@@ -15,6 +15,8 @@ from typing import Any
 
 #: ``Evidence.cluster`` values besides ``detail.<key>``.
 BY_ITEM, BY_TRIAL = "item", "trial"
+#: Between an experiment's name and its cluster's (run records of schema version 3 on; see ``namespaced``).
+NAMESPACE_SEP = "|"
 
 
 @dataclass(frozen=True)
@@ -78,16 +80,24 @@ def by_experiment(declared: Iterable[Evidence]) -> dict[str, Evidence]:
     return out
 
 
+def namespaced(experiment: str, cluster: str) -> str:
+    """A cluster name under its experiment (``qa|q7``): two experiments' items that share an id stay apart
+    when a ``*`` threshold pools them."""
+    return f"{experiment}{NAMESPACE_SEP}{cluster}"
+
+
 def cluster_of(trial: Mapping[str, Any], evidence: Evidence) -> str:
-    """The cluster a trial record belongs to; a trial without the declared field is its own cluster."""
+    """The cluster a trial record belongs to, namespaced by its experiment; a trial without the declared field is
+    its own cluster."""
     own = f"trial:{trial.get('nodeid') or trial['experiment']}#{trial.get('sample')}"
+    name = own
     if evidence.cluster == BY_ITEM:
         item = trial.get("item")
-        return own if item is None else f"{_text(item)}"
-    if evidence.cluster.startswith("detail."):
+        name = own if item is None else f"{_text(item)}"
+    elif evidence.cluster.startswith("detail."):
         value = (trial.get("detail") or {}).get(evidence.cluster[len("detail."):])
-        return own if value is None else f"{evidence.cluster[len('detail.'):]}:{_text(value)}"
-    return own
+        name = own if value is None else f"{evidence.cluster[len('detail.'):]}:{_text(value)}"
+    return namespaced(str(trial["experiment"]), name)
 
 
 def assign_clusters(trials: Sequence[dict[str, Any]], declared: Mapping[str, Evidence]) -> None:
@@ -112,4 +122,19 @@ def describe(declared: Mapping[str, Evidence], trials: Sequence[Mapping[str, Any
                            "length": None if evidence.length is None else {
                                "param": evidence.length.param, "tokens": evidence.length.tokens,
                                "where": dict(evidence.length.where), "exclude": dict(evidence.length.exclude)}}
+    return out
+
+
+def declared_in(record: Mapping[str, Any]) -> dict[str, Evidence]:
+    """The declarations a run record's ``evidence`` holds (those its experiments declared), for deciding from it."""
+    out: dict[str, Evidence] = {}
+    for experiment, entry in sorted((record.get("evidence") or {}).items()):
+        if not isinstance(entry, dict) or not entry.get("declared"):
+            continue
+        length = entry.get("length")
+        axis = None if not isinstance(length, dict) else LengthAxis(
+            str(length["param"]), length.get("tokens"), dict(length.get("where") or {}),
+            dict(length.get("exclude") or {}))
+        out[experiment] = Evidence(experiment, str(entry.get("cluster", BY_ITEM)), str(entry.get("unit", "item")),
+                                   str(entry.get("why", "")), axis)
     return out

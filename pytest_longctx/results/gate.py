@@ -47,6 +47,8 @@ class GateInputs:
     effective_accuracy: float = DEFAULT_THRESHOLD
     seed: int = 0
     samples: int | None = None
+    #: the compared run was accepted as partial (--longctx-compare-partial): every verdict says so
+    partial: str | None = None
     _by_cell: dict[str, list[Mapping[str, Any]]] | None = field(default=None, repr=False)
 
     def scored(self, cells: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -92,10 +94,15 @@ def evaluate(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> dict[str,
     counts = dict.fromkeys(VERDICTS, 0)
     for check in checks:
         counts[check["verdict"]] += 1
+        if inputs.partial:  # every verdict says the baseline was partial
+            check["words"] = f"{check.get('words', '')} [{inputs.partial}]"
     status = "error" if errors else "none" if not thresholds else "fail" if counts["fail"] else "pass"
-    return {"status": status, "counts": counts, "errors": errors, "checks": checks,
-            "thresholds": [t.text for t in thresholds], "alpha": inputs.alpha,
-            "exit_code": {"error": GATE_ERROR_EXIT_CODE, "fail": GATE_EXIT_CODE}.get(status, 0)}
+    out = {"status": status, "counts": counts, "errors": errors, "checks": checks,
+           "thresholds": [t.text for t in thresholds], "alpha": inputs.alpha,
+           "exit_code": {"error": GATE_ERROR_EXIT_CODE, "fail": GATE_EXIT_CODE}.get(status, 0)}
+    if inputs.partial:
+        out["partial_baseline"] = inputs.partial
+    return out
 
 
 def _base(threshold: Threshold, matched: Sequence[Cell]) -> dict[str, Any]:
@@ -232,6 +239,8 @@ def _effective(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs
     t = threshold.value
     out.update(estimate=found.tokens, low=low, high=high, threshold_accuracy=found.threshold, n=sum(
         lv.n for lv in found.levels), unit="tokens")
+    if (why := found.undecided(t)) is not None:  # "cannot decide" is no alarm: a gate error with its reason
+        return _error(out, f"threshold {quoted}: {why}")
     longest = f" (every tested length passed: at least {found.tokens:,})" if found.at_least else ""
     said = (f"effective length {found.tokens:,} tokens [{low:,}, {high:,}] at accuracy >= {found.threshold}"
             f"{longest}")

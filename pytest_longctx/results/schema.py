@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.results.evidence import namespaced
 
 SCHEMA = "pytest-longctx/run"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: Versions this plugin reads. Version 1 had no ``cluster`` on its trials: they load as one cluster each.
-READABLE_VERSIONS = (1, 2)
+#: Version 2's clusters were not namespaced by experiment: they load under their experiment (``qa|q7``).
+READABLE_VERSIONS = (1, 2, 3)
 OUTCOMES = ("correct", "incorrect", "error")
 
 #: Required fields of a cell and a trial, with the check each value must pass and its description.
@@ -67,7 +69,7 @@ def record_problem(record: Any) -> str | None:
         return f"not a pytest-longctx run record ({found}; {SCHEMA!r} expected)"
     version = record.get("version")
     if version not in READABLE_VERSIONS:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        readable = ", ".join(str(v) for v in READABLE_VERSIONS[:-1]) + f" and {READABLE_VERSIONS[-1]}"
         return f"run record version {version!r} is not supported (this plugin reads versions {readable})"
     if not isinstance(record.get("settings", {}), dict):
         return "'settings' is not an object"
@@ -102,7 +104,10 @@ def load_record(path: Path, *, flag: str = "--longctx-compare") -> dict[str, Any
     if problem is not None:
         raise UsageError(f"{flag}: {path}: {problem}; {hint}")
     result: dict[str, Any] = record
+    namespace = result["version"] < 3  # versions 1 and 2: clusters named without their experiment
     for trial in result["trials"]:  # version 1: no clusters; each trial counts alone
         trial.setdefault("cluster", f"trial:{trial.get('nodeid') or trial['experiment']}#{trial['sample']}")
+        if namespace:
+            trial["cluster"] = namespaced(str(trial["experiment"]), str(trial["cluster"]))
     return result
 

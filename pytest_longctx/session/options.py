@@ -84,6 +84,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("detect", None, "with --longctx-plan: also print the samples and the cost needed to detect a drop "
               "of this size (e.g. 0.03) with power 0.8 (default: none)"),
     OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
+    OptionDef("compare-partial", "false", "accept a partial --longctx-compare record (a stopped run, another seed "
+              "or protocol, or one lacking some of this run's cells) instead of refusing it at start-up; every "
+              "verdict then says the baseline was partial (default: false)", bare="true"),
     OptionDef("cache", "on", "response cache: on, off, replay (fail trials whose response is not cached), "
               "refresh (ignore and overwrite entries) (default: on)"),
     OptionDef("cache-dir", None, "response cache directory shared by all workers (default: .longctx-cache)"),
@@ -155,6 +158,8 @@ class Settings:
     def several(self) -> bool:
         """Whether this run compares several models (``--longctx-model`` given more than once)."""
         return len(self.models) > 1
+    #: --longctx-compare-partial: a partial compared run is accepted (and said in every verdict), not refused
+    compare_partial: bool = False
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -167,6 +172,7 @@ class Settings:
             "context_window": self.context_window,
             "thresholds": [t.text for t in self.thresholds],
             "compare": str(self.compare) if self.compare else None,
+            "compare_partial": self.compare_partial,
             "judge": self.judge.spec,
             "plan": self.plan,
             "prefetch": self.prefetch,
@@ -388,6 +394,7 @@ def resolve(config: pytest.Config) -> Settings:
         detect=_rate(by["detect"], raw["detect"], "a drop such as 0.03") if raw["detect"] is not None else None,
         rootdir=rootdir,
         models=models,
+        compare_partial=_bool(by["compare-partial"], raw["compare-partial"]),
     )
 
 

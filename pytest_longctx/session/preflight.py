@@ -30,6 +30,12 @@ def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
         from pytest_longctx.results.schema import load_record
 
         baseline = load_record(settings.compare, flag="--longctx-compare")
+        from pytest_longctx.results.baseline import baseline_problems, refusal
+
+        refused = refusal(settings.compare, baseline_problems(baseline, seed=settings.seed, protocol=settings.protocol),
+                          partial_ok=settings.compare_partial)
+        if refused is not None:
+            raise UsageError(refused)
     from pytest_longctx.util.fsutil import folder_problem
 
     problem = folder_problem(settings.report_dir)
@@ -66,3 +72,21 @@ def check_selectors(settings: Settings, items: list[pytest.Item]) -> None:
     if missing:
         raise UsageError(f"--longctx-threshold: {missing[0].text!r} matches none of the collected cells "
                          f"({describe_cells(cells)}); fix its selector or select the tests it names")
+
+
+def check_baseline_cells(settings: Settings, items: list[pytest.Item],
+                         baseline: dict[str, Any] | None = None) -> str | None:
+    """After collection: the refusal of a compared run that lacks some of the collected cells (None: it has them
+    all, or there is no compared run, or --longctx-compare-partial accepts it). Workers read the record here."""
+    if settings.compare is None:
+        return None
+    cells = collected_cells(items)
+    if not cells:
+        return None
+    from pytest_longctx.results.baseline import baseline_problems, refusal
+    from pytest_longctx.results.schema import load_record
+
+    if baseline is None:
+        baseline = load_record(settings.compare, flag="--longctx-compare")
+    problems = [p for p in baseline_problems(baseline, seed=None, protocol=None, cells=cells) if p.kind == "cells"]
+    return refusal(settings.compare, problems, partial_ok=settings.compare_partial)

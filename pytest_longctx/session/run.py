@@ -7,7 +7,7 @@ import platform
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -15,10 +15,11 @@ from pytest_longctx import __version__
 from pytest_longctx.backends import model_note
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.aggregate import CellKeys
+from pytest_longctx.results.baseline import baseline_problems, partial_note, refusal
 from pytest_longctx.results.compare import Comparison, compare
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
 from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.gating import gate_error
+from pytest_longctx.results.gating import Threshold, gate_error
 from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION, load_record
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY
 from pytest_longctx.session.options import Settings
@@ -105,6 +106,8 @@ def _finish(session: pytest.Session) -> None:
         record, models = decide_models(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
     else:
         record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
+        if record["stopped"] is None and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
+            record["stopped"] = "pytest internal error"  # not a complete run: recorded beside the last complete one
         decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
     if settings.plan:
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
@@ -191,7 +194,32 @@ def _plan_power(record: dict[str, Any], settings: Settings, state: Any, declared
         settings.detect, cost)
 
 
-def decide(record: dict[str, Any], settings: Settings, declared: dict[str, Evidence],
+class DecideSettings(Protocol):
+    """What :func:`decide` reads of the settings: a run's :class:`Settings`, or ``longctx-gate``'s from a record."""
+
+    @property
+    def plan(self) -> bool: ...
+    @property
+    def thresholds(self) -> tuple[Threshold, ...]: ...
+    @property
+    def alpha(self) -> float: ...
+    @property
+    def compare(self) -> Path | None: ...
+    @property
+    def compare_partial(self) -> bool: ...
+    @property
+    def effective_accuracy(self) -> float: ...
+    @property
+    def seed(self) -> int: ...
+    @property
+    def samples(self) -> int: ...
+    @property
+    def samples_all(self) -> bool: ...
+    @property
+    def protocol(self) -> str: ...
+
+
+def decide(record: dict[str, Any], settings: DecideSettings, declared: dict[str, Evidence],
            baseline: dict[str, Any] | None, notes: list[str]) -> None:
     """Compare a built record with the compared run, gate it, and summarize each experiment, in place.
 
@@ -205,7 +233,7 @@ def decide(record: dict[str, Any], settings: Settings, declared: dict[str, Evide
         notes.append(f"could not compute the per-experiment summary: {type(exc).__name__}: {exc}")
 
 
-def _summarize(record: dict[str, Any], settings: Settings, declared: dict[str, Evidence],
+def _summarize(record: dict[str, Any], settings: DecideSettings, declared: dict[str, Evidence],
                comparison: Comparison | None) -> None:
     """Pooled accuracy, effective length and detectable drop per experiment (and the compared run's lengths)."""
     from pytest_longctx.results.overview import effective_lengths, overview
@@ -219,10 +247,15 @@ def _summarize(record: dict[str, Any], settings: Settings, declared: dict[str, E
     if comparison is not None and record.get("comparison"):
         record["comparison"]["effective_length"] = effective_lengths(
             comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
+        from pytest_longctx.results.effective import paired_lengths
+
+        record["comparison"]["effective_length_diff"] = paired_lengths(
+            trials, comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
 
 
-def _compare_and_gate(record: dict[str, Any], settings: Settings, baseline: dict[str, Any] | None, notes: list[str],
-                      declared: dict[str, Evidence]) -> tuple[Comparison | None, dict[str, Any] | None, dict[str, Any]]:
+def _compare_and_gate(record: dict[str, Any], settings: DecideSettings, baseline: dict[str, Any] | None,
+                      notes: list[str], declared: dict[str, Evidence]
+                      ) -> tuple[Comparison | None, dict[str, Any] | None, dict[str, Any]]:
     """The comparison (with --longctx-compare) and the gate; whatever fails is a gate error, never a pass."""
     compared_with = str(settings.compare) if settings.compare is not None else None
     if settings.plan:
@@ -230,13 +263,21 @@ def _compare_and_gate(record: dict[str, Any], settings: Settings, baseline: dict
             notes.append("plan mode: nothing was answered, so the gate was not evaluated")
         return None, None, evaluate((), GateInputs(record["cells"], record["trials"], alpha=settings.alpha))
     comparison = summary = None
+    partial = None
     try:
         if settings.compare is not None and baseline is None:
             baseline = load_record(settings.compare)  # normally read at start-up (plugin.pytest_configure)
         if baseline is not None:
+            problems = baseline_problems(baseline, seed=settings.seed, protocol=settings.protocol,
+                                         cells=record["cells"])
+            refused = refusal(compared_with, problems, partial_ok=settings.compare_partial)
+            if refused is not None:  # normally refused at start-up (session/preflight.py): nothing decided on it
+                raise UsageError(refused)
+            partial = partial_note(problems)
             assign_clusters([t for t in baseline["trials"] if "cluster" not in t], declared)
             comparison, summary = compare(record["cells"], record["trials"], baseline, record["settings"],
                                           settings.alpha)
+            summary["partial"] = partial
     except Exception as exc:  # a comparison that could not be made fails the gate
         record["compare_error"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
         return None, None, gate_error(f"comparison with {compared_with} failed: {record['compare_error']}",
@@ -245,7 +286,7 @@ def _compare_and_gate(record: dict[str, Any], settings: Settings, baseline: dict
                         lengths={e: d.length for e, d in declared.items() if d.length is not None},
                         units={e: d.unit for e, d in declared.items()},
                         effective_accuracy=settings.effective_accuracy, seed=settings.seed,
-                        samples=None if settings.samples_all else settings.samples)
+                        samples=None if settings.samples_all else settings.samples, partial=partial)
     try:
         gate = evaluate(settings.thresholds, inputs)
     except Exception as exc:  # a gate that could not run fails closed
@@ -260,16 +301,28 @@ def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, st
     A plan writes only its own record (``longctx-plan.json``): the last run's record, report and history stay.
     """
     from pytest_longctx.reporting.sections import arrange
-    from pytest_longctx.reporting.writer import RECORD_NAME, fallback_dir, write_plan_record, write_reports
+    from pytest_longctx.reporting.writer import (
+        RECORD_NAME,
+        fallback_dir,
+        write_partial_reports,
+        write_plan_record,
+        write_reports,
+    )
     from pytest_longctx.session.contrib import call_each
 
     sections = arrange(call_each(config, "pytest_longctx_report_sections", state.notes,
                                  cells=record["cells"], trials=record["trials"]), record["cells"])
+    if record.get("stopped") and not settings.plan:  # a stopped run never replaces the last complete one
+        state.notes.append(f"this run was stopped ({record['stopped']}): its record and report are "
+                           f"{partial_name()}; the last complete run's {RECORD_NAME}, report and history are left "
+                           "as they were")
     record["notes"] = list(state.notes)  # with what the experiments' end-of-run and section hooks noted
 
     def write(folder: Path) -> list[str]:
         if settings.plan:
             return [f"{write_plan_record(record, folder)} (this plan; the last run's {RECORD_NAME} is left as it was)"]
+        if record.get("stopped"):
+            return write_partial_reports(record, folder, sections)
         return write_reports(record, folder, sections)
 
     try:
@@ -286,6 +339,13 @@ def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, st
     except Exception as exc:  # nothing left to try but saying so
         state.notes.append(f"could not write reports to {settings.report_dir} ({reason}) "
                            f"nor to a fallback folder ({type(exc).__name__}: {exc})")
+
+
+def partial_name() -> str:
+    """The stopped run's file names, as the notes say them."""
+    from pytest_longctx.reporting.writer import PARTIAL_HTML_NAME, PARTIAL_RECORD_NAME
+
+    return f"{PARTIAL_RECORD_NAME} and {PARTIAL_HTML_NAME}"
 
 
 def _rescue(session: pytest.Session, exc: Exception) -> None:

@@ -12,6 +12,7 @@ code are the worst.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -150,8 +151,10 @@ def side_by_side(records: Mapping[str, Mapping[str, Any]], settings: Settings) -
 def write_model_records(records: Mapping[str, dict[str, Any]], run: Mapping[str, Any], settings: Settings,
                         state: Any) -> None:
     """Each model's record to ``models/<slug>/longctx.json`` (the earlier one to its history); a failure is a
-    note (the run's record holds every model's summary already)."""
-    from pytest_longctx.reporting.writer import write_record
+    note (the run's record holds every model's summary already). A stopped run writes each model's
+    ``longctx.partial.json`` beside its last complete record instead, as the run's own record does."""
+    from pytest_longctx.reporting.writer import PARTIAL_RECORD_NAME, write_record
+    from pytest_longctx.util.fsutil import atomic_write_text
 
     for spec, record in records.items():
         record["notes"] = list(run.get("notes") or [])
@@ -159,6 +162,12 @@ def write_model_records(records: Mapping[str, dict[str, Any]], run: Mapping[str,
         path = model_record_path(settings.report_dir, spec)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            state.written.append(str(write_record(record, path.parent)))
+            if run.get("stopped"):
+                record["stopped"] = run["stopped"]
+                partial = path.parent / PARTIAL_RECORD_NAME
+                atomic_write_text(partial, json.dumps(record, indent=1, ensure_ascii=False))
+                state.written.append(str(partial))
+            else:
+                state.written.append(str(write_record(record, path.parent)))
         except Exception as exc:  # the summary says what is missing
             state.notes.append(f"could not write {spec}'s record to {path}: {type(exc).__name__}: {exc}")
