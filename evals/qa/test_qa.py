@@ -1,7 +1,7 @@
 """Long-context multiple-choice QA over a Federal Register issue (after Anthropic's long-context study).
 
 Method: for every trial, one question (the same questions in every cell, so cells are paired; a remote model's
-default ``--longctx-qa-design blocks`` asks each question in a balanced subset of cells instead: four prompt
+default ``--longctx-qa-design blocks`` asks each question in a balanced subset of cells instead: three prompt
 variants at one size at every position, or two sizes at every depth, so many more questions share the trials);
 its section placed in a randomized collage of other sections filling ``context_tokens`` (the context
 holds that many tokens, within 2% or 250, never more); the relevant section appears once; options

@@ -24,9 +24,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-#: The default block shape of a remote qa run: four variants at one size (x 3 positions: 12 trials an item) and
+#: The default block shape of a remote qa run: three variants at one size (x 3 positions: 9 trials an item) and
 #: two depth sizes (x 5 depths: 10 trials an item).
-VARIANTS_PER_BLOCK = 4
+VARIANTS_PER_BLOCK = 3
 SIZES_PER_DEPTH_BLOCK = 2
 
 #: A cell of the design: ("position", "plain/none", 8000) or ("depth", "plain/none", 8000) (all positions or depths

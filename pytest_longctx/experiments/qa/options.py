@@ -21,7 +21,7 @@ SCORING = OptionDef("scoring", None, "multiple choice: generate (read the answer
 CONTEXT_SIZES = OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 "
                           "(default: the model profile's sizes, never more than the corpus fills)")
 DESIGN = OptionDef("qa-design", None, "which qa cells ask which questions: blocks (each question in a balanced "
-                   "subset of the cells: four prompt variants at one size at every position, or two sizes at every "
+                   "subset of the cells: three prompt variants at one size at every position, or two sizes at every "
                    "depth; many more questions for the same trials) or full (every question in every cell) (default: "
                    "blocks for a remote model under the longctx protocol, else full)")
 OPTIONS = (FR_DATE, SCORING, CONTEXT_SIZES, DESIGN)

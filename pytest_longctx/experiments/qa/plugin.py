@@ -69,8 +69,8 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
 
         blocks = {"design": "blocks", "variants_per_block": VARIANTS_PER_BLOCK,
                   "sizes_per_depth_block": SIZES_PER_DEPTH_BLOCK}
-        why = ("each question in 4 prompt variants at one size at every position, or at 2 sizes at every depth: "
-               "200 questions at 20 a cell, so the pooled alarm sees a 5-point drop for today's requests")
+        why = ("each question in 3 prompt variants at one size at every position, or at 2 sizes at every depth: "
+               "256 questions at 20 a cell, so the pooled alarm sees a 5-point drop for today's requests")
         return [Defaults("qa", n, blocks, why), Defaults("qa-baseline", n), Defaults("qa-control", n)]
     return [Defaults("qa", n, small), Defaults("qa-baseline", n), Defaults("qa-control", n)]
 
