@@ -22,8 +22,8 @@ which block a question joins, not the shape). Requests and list-price dollars co
 (``pytest evals/qa --longctx-plan --longctx-model anthropic/claude-sonnet-4-5 [--longctx-qa-design full]``), and
 scale with the trials for the rows derived from them (said in the table).
 
-    python benchmarks/sim_designs.py               # 1,000 runs a case (~6 min on 2 cores)
-    python benchmarks/sim_designs.py --runs 200    # a quicker look
+    python benchmarks/sim_designs.py --only "new default"     # the new defaults, 1,000 runs a case (~20 min)
+    python benchmarks/sim_designs.py --runs 200               # every design, a quicker look
 
 Every draw comes from ``numpy.random.default_rng(seed)``; the same arguments print the same table.
 """
@@ -166,22 +166,23 @@ def main() -> None:
     qa_today = full("qa full (today)", 116, 20, 2_360, QA_FULL_USD, "20 questions in all 116 cells")
     need = equal_power(qa_today, 116, 20, 0.5)
     layouts = [qa_today, qa_blocks(20, QA_BLOCKS_USD),
-               qa_blocks(20, 0.0, 3, 2, "qa blocks, 3 variants"), qa_blocks(20, 0.0, 2, 2, "qa blocks, 2 variants"),
-               qa_blocks(20, 0.0, 4, 1, "qa blocks, 4 variants, 1 depth size")]
+               qa_blocks(20, QA_BLOCKS4_USD, 4, 2, "qa blocks, 4 variants (alternative)")]
     if need is not None:
         layouts.append(full(f"qa full at {need} a cell", 116, need, 116 * need + 40, QA_FULL_USD * need / 20,
                             "today's design with the questions a cell the plan says a 5-point drop needs "
                             "(icc 0.5; dollars scaled from today's plan)"))
     layouts += [
         full("docs (today, 20 items)", 15, 20, 300, DOCS_USD, "5 depths + 5 sizes x 2 arms"),
-        full("docs, 14 docs x 10 items", 15, 140, 2_100, DOCS_USD * 7, "every item in every cell"),
+        full("docs (new default, 140 items)", 15, 140, 2_100, DOCS140_USD,
+             "the shipped folder's 14 documents x 10 reviewed items, every item in every cell (judge calls not "
+             "counted)"),
         full("litm-qa (today)", 17, 180, 3_060, LITM_QA_USD),
         Layout("litm-qa, 360 questions x 8.5 cells", np.concatenate(
             [np.tile(np.arange(180), 9), np.tile(np.arange(180, 360), 8)]), 3_060, LITM_QA_USD,
                "the same trials on twice the questions (each in about half the cells)"),
         Layout("litm-qa, 240 questions x 8.5 cells", np.concatenate(
             [np.tile(np.arange(120), 9), np.tile(np.arange(120, 240), 8)]), 2_040, LITM_QA_USD * 2 / 3,
-               "two thirds of today's trials on 240 questions"),
+               "two thirds of today's trials on 240 questions (dollars scaled with the trials)"),
         full("lrt (today)", 1, 400, 400, LRT_USD, "every file its own item"),
     ]
     if args.only:
@@ -191,9 +192,11 @@ def main() -> None:
 
 
 #: List-price dollars of one candidate run (anthropic/claude-sonnet-4-5), from the plans and issue #30.
-QA_FULL_USD = 134.0
-QA_BLOCKS_USD = 165.1
-DOCS_USD = 3.0
+QA_FULL_USD = 134.10
+QA_BLOCKS_USD = 195.41
+QA_BLOCKS4_USD = 170.14
+DOCS_USD = 2.73
+DOCS140_USD = 19.08
 LITM_QA_USD = 37.0
 LRT_USD = 64.0
 

@@ -150,7 +150,8 @@ def power_lines(power: Mapping[str, Any]) -> list[str]:
 
     def said(name: str, entry: Mapping[str, Any]) -> str:
         drop = entry["drop"]
-        text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items: "
+        per_item = f" ({entry['trials'] / entry['clusters']:.1f} trials an item)" if entry["clusters"] else ""
+        text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items{per_item}: "
                 + (f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)"))
         found = entry.get("detect")
         if found:

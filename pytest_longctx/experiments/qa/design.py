@@ -109,7 +109,8 @@ def _assign_positions(order: Sequence[str], fits: Callable[[str, int], bool], va
         # the size whose cells are least filled (then the smaller: fewer sections fit it)
         size = min(fitting, key=lambda s: (sum(len(cells["position", v, s]) for v in variants), s))
         open_variants = [v for v in variants if len(cells["position", v, size]) < per_cell]
-        chosen = _pick(open_variants, kv, lambda v: len(cells["position", v, size]), together)
+        at_size = {v: len(cells["position", v, size]) for v in open_variants}
+        chosen = _pick(open_variants, kv, at_size.__getitem__, together)
         _pair_up(chosen, together)
         for v in chosen:
             cells["position", v, size].append(qid)
