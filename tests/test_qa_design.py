@@ -143,3 +143,15 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by
     for _, now, before in pairing.pairs:  # same question, same context, same option order
         assert now["item"] == before["item"] and now["expected"] == before["expected"]
         assert now["detail"]["gold_offset"] == before["detail"]["gold_offset"]
+
+
+@pytest.mark.parametrize(("model", "args", "collected"), [
+    ("anthropic/claude-sonnet-4-5", [], 15 * 140),  # every reviewed item of the shipped folder in every cell
+    ("anthropic/claude-sonnet-4-5", ["--longctx-samples", "20"], 15 * 20),
+    ("fake/perfect", [], 15 * 40),  # the core's default, capped by the items
+])
+def test_docs_asks_every_reviewed_item_of_a_remote_model(pytester: pytest.Pytester, model: str, args: list[str],
+                                                         collected: int) -> None:
+    result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs"), "--collect-only", "-q", "-p",
+                                           "no:cacheprovider", "--longctx-model", model, *args)
+    result.stdout.fnmatch_lines([f"{collected} tests collected*"])
