@@ -32,7 +32,7 @@ def context_of(request: Request) -> str:
 
 
 def test_load_counts_tokens_once_per_document(docs: DocsExperiment) -> None:
-    assert len(docs.docs) == 14 and len(docs.items) == 28
+    assert len(docs.docs) == 14 and len(docs.items) == 140
     assert docs.counts == {name: COUNT(block) for name, block in docs.blocks.items()}
     assert docs.budget == sum(docs.counts.values()) + docs.sep_tokens * 13  # capped by the folder
     assert set(docs.fixtures) == {"docs:fixtures/docs", "docs-qa:fixtures/docs/longctx-qa.jsonl"}

@@ -79,7 +79,9 @@ def test_lrt_recipe_fails_a_uniform_5_point_drop_and_passes_an_unchanged_model(p
     assert worse["comparison"]["significant_drops"] < 20  # most single cells cannot tell; the pooled gate can
 
 
-QA = ("--longctx-context-sizes", "2000", "--longctx-samples", "10")
+#: The full design (every question in every cell), whose properties these tests check; a remote model's default
+#: block design has its own run in tests/test_qa_design.py.
+QA = ("--longctx-context-sizes", "2000", "--longctx-samples", "10", "--longctx-qa-design", "full")
 
 
 def qa_spec(seed: int, *models: str) -> Graded:

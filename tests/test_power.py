@@ -143,7 +143,7 @@ def pytest_longctx_evidence():
     assert (planned["trials"], planned["clusters"], planned["samples"]) == (90, 30, 30)
     assert planned["drop"] is not None and planned["detect"]["samples"] > 30
     assert "power: the smallest drop detected with power 0.8" in out
-    assert "planned: 90 trials, 30 independent items: a drop of" in out
+    assert "planned: 90 trials, 30 independent items (3.0 trials an item): a drop of" in out
     assert f"needs --longctx-samples {planned['detect']['samples']:,} (now 30)" in out
 
 

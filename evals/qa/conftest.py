@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx import ModelClient, Settings, set_cell_samples, settings
+from pytest_longctx import ModelClient, Settings, samples_for, set_cell_samples, settings
 from pytest_longctx.experiments.qa.cells import QaPlan, get_plan, load_issues, question_file
+from pytest_longctx.experiments.qa.design import BlockDesign
 from pytest_longctx.experiments.qa.experiment import QaData
 from pytest_longctx.experiments.qa.plugin import qa_options
 from pytest_longctx.experiments.qa.questions import load_questions
@@ -76,6 +77,17 @@ def qa(pytestconfig: pytest.Config, longctx_settings: Settings, longctx_client: 
     backend = longctx_client.backend
     return QaData.load(issue, questions, backend.count_tokens, backend.tokenizer, s.cache_dir, s.seed, s.model.spec,
                        protocol=s.protocol, extra=extra)
+
+
+@pytest.fixture(scope="session")
+def qa_design(pytestconfig: pytest.Config, qa: QaData, qa_plan: QaPlan) -> BlockDesign | None:
+    """Which qa cells ask which questions (``--longctx-qa-design blocks``), else None: every question everywhere."""
+    if qa_plan.design != "blocks":
+        return None
+    variants = [f"{p}/{e}" for p in qa_plan.prompts for e in qa_plan.examples]
+    depth_sizes = qa_plan.depth_sizes if qa_plan.depths else ()
+    return qa.design(settings(pytestconfig).seed, variants, qa_plan.sizes, depth_sizes,
+                     qa_plan.qa_samples or samples_for(pytestconfig, "qa"))
 
 
 @pytest.fixture(scope="session")

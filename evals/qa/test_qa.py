@@ -1,6 +1,8 @@
 """Long-context multiple-choice QA over a Federal Register issue (after Anthropic's long-context study).
 
-Method: for every trial, one question (the same questions in every cell, so cells are paired);
+Method: for every trial, one question (the same questions in every cell, so cells are paired; a remote model's
+default ``--longctx-qa-design blocks`` asks each question in a balanced subset of cells instead: three prompt
+variants at one size at every position, or two sizes at every depth, so many more questions share the trials);
 its section placed in a randomized collage of other sections filling ``context_tokens`` (the context
 holds that many tokens, within 2% or 250, never more); the relevant section appears once; options
 shuffled A-D. Eight prompt variants: plain or scratchpad × no examples, the two general-knowledge
@@ -28,8 +30,13 @@ def collage_seed(longctx, context_tokens, where, key) -> str:
 
 
 async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_tokens, where, prompt="plain",
-                    examples="none"):
-    if settings.samples_all:
+                    examples="none", design=None, kind="position"):
+    if design is not None:  # an incomplete block design: this cell asks its own questions
+        question = qa.design_draw(design, (kind, f"{prompt}/{examples}", context_tokens), longctx.sample)
+        if isinstance(question, str):
+            pytest.skip(question)
+        key = question.id
+    elif settings.samples_all:
         question = qa.question_at(longctx.sample)
         if question is None:
             pytest.skip("no eligible question left for this sample")
@@ -61,11 +68,12 @@ async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_to
 
 
 @pytest.mark.parametrize("position", ["beginning", "middle", "end"])
-async def test_qa_position(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, position,
-                           prompt, examples):
+async def test_qa_position(longctx, longctx_settings, qa, qa_plan, qa_design, general_examples, context_tokens,
+                           position, prompt, examples):
     await run_trial(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, position, prompt,
-                    examples)
+                    examples, qa_design)
 
 
-async def test_qa_depth(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, depth):
-    await run_trial(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, depth)
+async def test_qa_depth(longctx, longctx_settings, qa, qa_plan, qa_design, general_examples, context_tokens, depth):
+    await run_trial(longctx, longctx_settings, qa, qa_plan, general_examples, context_tokens, depth,
+                    design=qa_design, kind="depth")

@@ -299,7 +299,8 @@ def power_lines(power: Mapping[str, Any]) -> list[str]:
 
     def said(name: str, entry: Mapping[str, Any]) -> str:
         drop, broken = entry["drop"], entry.get("concentrated")
-        text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items: "
+        per_item = f" ({entry['trials'] / entry['clusters']:.1f} trials an item)" if entry["clusters"] else ""
+        text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items{per_item}: "
                 + (f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)")
                 + (f" diffuse, or {broken['items']} items breaking (a drop of {broken['drop']:.3f})" if broken
                    else ""))

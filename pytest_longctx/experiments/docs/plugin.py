@@ -56,7 +56,8 @@ def _mine(rows: Rows) -> list[Mapping[str, Any]]:
 
 
 def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    """Trials per cell (10 on a CPU model; otherwise the core's), capped by the reviewed items there are."""
+    """Trials per cell (10 on a CPU model; every reviewed item, up to 200, on a remote one; otherwise the core's),
+    capped by the reviewed items there are."""
     from pytest_longctx import Defaults, settings
     from pytest_longctx.experiments.docs.conditions import docs_plan
 

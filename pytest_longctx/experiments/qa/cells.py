@@ -46,6 +46,8 @@ class QaPlan:
     capacity: int
     #: multiple-choice scoring of this run (--longctx-scoring resolved for the model and protocol)
     scoring: str = "generate"
+    #: which cells ask which questions: "blocks" (:mod:`.design`) or "full" (every question in every cell)
+    design: str = "full"
 
 
 PLAN_KEY = pytest.StashKey[QaPlan]()
@@ -136,8 +138,9 @@ def plan(settings: Settings, options: QaOptions, fixtures: Path) -> QaPlan:
             blocked = (f"--longctx-samples all: qa cells use only the questions {settings.model.spec} answered right "
                        f"with its own section, but {path} has {have} of {len(questions)}; this run completes the "
                        f"baseline (qa-baseline, cached), run again for the qa cells")
+    design = "full" if settings.samples_all else options.design
     return QaPlan(tuple(sizes), depth_sizes, note, qa_n, control_n, prompts, examples, depths, blocked, cap,
-                  options.scoring)
+                  options.scoring, design)
 
 
 def get_plan(config: pytest.Config, settings: Settings, fixtures: Path) -> QaPlan:

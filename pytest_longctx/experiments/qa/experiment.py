@@ -19,6 +19,7 @@ from pathlib import Path
 from pytest_longctx.context.haystack import Haystack, Unit, at_depth
 from pytest_longctx.experiments.qa import baseline, source
 from pytest_longctx.experiments.qa.collage import SEPARATOR, WRAP, depth_of, render
+from pytest_longctx.experiments.qa.design import BlockDesign, Cell, block_design
 from pytest_longctx.experiments.qa.federal_register import Issue
 from pytest_longctx.experiments.qa.mcqa import Shuffled, shuffle_options
 from pytest_longctx.experiments.qa.questions import Question
@@ -163,6 +164,29 @@ class QaData:
                 ok = used >= budget - tolerance(budget)
             self._fits[key] = ok
         return self._fits[key]
+
+    def design(self, seed: int, variants: Sequence[str], sizes: Sequence[int], depth_sizes: Sequence[int],
+               per_cell: int) -> BlockDesign:
+        """The incomplete block design of this run (:mod:`.design`), over every question in the seeded pool order
+        before the baseline filter (so models whose baselines differ ask the same questions in the same cells,
+        less the ones each filters out); a question goes only to sizes whose contexts can be filled around it."""
+        by_id = {q.id: q for q in self.questions}
+        order = [q.id for q in self.full_pool(seed)]
+        return block_design(order, lambda qid, size: self.fits(by_id[qid], size), variants, sizes, depth_sizes,
+                            per_cell)
+
+    def design_draw(self, design: BlockDesign, cell: Cell, sample: int) -> Question | str:
+        """Sample i of a design cell asks the cell's i-th question; a reason instead when the cell has fewer
+        questions than samples, or the model's own baseline filter excludes the question."""
+        ids = design.questions(cell)
+        if sample >= len(ids):
+            return (f"the qa block design has {len(ids)} question(s) for this cell (too few sections fit "
+                    f"{cell[2]:,} tokens), not {sample + 1}")
+        wanted = ids[sample]
+        kept = {q.id: q for q in self.pool}
+        if wanted not in kept:
+            return f"{wanted} is excluded by this model's qa-baseline ({self.baseline_file})"
+        return kept[wanted]
 
     def question_at(self, sample: int) -> Question | None:
         """``--longctx-samples all``: the sample-th eligible question, None past the end."""

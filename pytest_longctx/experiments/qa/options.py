@@ -20,7 +20,12 @@ SCORING = OptionDef("scoring", None, "multiple choice: generate (read the answer
                     "the source protocol always generates)")
 CONTEXT_SIZES = OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 "
                           "(default: the model profile's sizes, never more than the corpus fills)")
-OPTIONS = (FR_DATE, SCORING, CONTEXT_SIZES)
+DESIGN = OptionDef("qa-design", None, "which qa cells ask which questions: blocks (each question in a balanced "
+                   "subset of the cells: three prompt variants at one size at every position, or two sizes at every "
+                   "depth; many more questions for the same trials) or full (every question in every cell) (default: "
+                   "blocks for a remote model under the longctx protocol, else full)")
+OPTIONS = (FR_DATE, SCORING, CONTEXT_SIZES, DESIGN)
+DESIGNS = ("blocks", "full")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
@@ -32,9 +37,12 @@ class QaOptions:
     scoring: str = "generate"
     #: --longctx-context-sizes as given (empty: the experiment's defaults for the model)
     context_sizes: tuple[int, ...] = ()
+    #: --longctx-qa-design resolved: blocks or full
+    design: str = "full"
 
     def to_json(self) -> dict[str, Any]:
-        return {"fr_date": self.fr_date, "scoring": self.scoring, "context_sizes": list(self.context_sizes)}
+        return {"fr_date": self.fr_date, "scoring": self.scoring, "context_sizes": list(self.context_sizes),
+                "design": self.design}
 
 
 def check_fr_dates(text: str, flag: str = FR_DATE.flag) -> None:
@@ -67,4 +75,23 @@ def resolve(raw: dict[str, Any], settings: Settings) -> QaOptions:
         raise UsageError(f"{SCORING.flag} logprob: likelihood scoring needs a {offering('logprob_scoring')} "
                          f"model, not {model.spec}; use {SCORING.flag} generate")
     return QaOptions(fr_date=fr_date, scoring=scoring,
-                     context_sizes=whole_numbers(CONTEXT_SIZES, raw["context-sizes"], 256))
+                     context_sizes=whole_numbers(CONTEXT_SIZES, raw["context-sizes"], 256),
+                     design=resolve_design(raw.get("qa-design"), settings))
+
+
+def resolve_design(given: object, settings: Settings) -> str:
+    """``--longctx-qa-design``: blocks by default for a remote model under the longctx protocol (not with
+    ``--longctx-samples all``, the study's every question in every cell); the source protocol keeps the source's
+    full-factorial design."""
+    if given is None:
+        remote = settings.model.profile.runs == "remote"
+        return "blocks" if remote and settings.protocol == "longctx" and not settings.samples_all else "full"
+    design = str(given).strip()
+    if design not in DESIGNS:
+        raise UsageError(f"{DESIGN.flag}: expected blocks or full, got {design!r}")
+    if design == "blocks" and settings.protocol == "source":
+        raise UsageError(f"{DESIGN.flag} blocks: the source protocol keeps the study's full-factorial design; drop "
+                         f"it or use --longctx-protocol longctx")
+    if design == "blocks" and settings.samples_all:
+        raise UsageError(f"{DESIGN.flag} blocks: --longctx-samples all asks every question in every cell; drop one")
+    return design

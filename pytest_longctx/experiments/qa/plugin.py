@@ -64,6 +64,14 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
     s = settings(config)
     n = qa_samples(s)
     small = {"context_tokens": list(CPU_SIZES), "variants": list(CPU_VARIANTS)} if n is not None else {}
+    if qa_options(config).design == "blocks":  # a remote model: many questions, each in a balanced subset of cells
+        from pytest_longctx.experiments.qa.design import SIZES_PER_DEPTH_BLOCK, VARIANTS_PER_BLOCK
+
+        blocks = {"design": "blocks", "variants_per_block": VARIANTS_PER_BLOCK,
+                  "sizes_per_depth_block": SIZES_PER_DEPTH_BLOCK}
+        why = ("each question in 3 prompt variants at one size at every position, or at 2 sizes at every depth: "
+               "256 questions at 20 a cell, so the pooled alarm sees a 5-point drop for today's requests")
+        return [Defaults("qa", n, blocks, why), Defaults("qa-baseline", n), Defaults("qa-control", n)]
     return [Defaults("qa", n, small), Defaults("qa-baseline", n), Defaults("qa-control", n)]
 
 
@@ -71,8 +79,8 @@ def pytest_longctx_evidence() -> list[Any]:
     """One question is asked in every cell of qa (and in its controls): the question is the unit of evidence."""
     from pytest_longctx import Evidence, LengthAxis
 
-    why = ("one question is asked in every prompt variant, position, depth and size (and in the controls), and "
-           "shares its fate there")
+    why = ("one question is asked in every prompt variant, position, depth and size it is given (all of them, or a "
+           "block of them under --longctx-qa-design blocks) and in the controls, and shares its fate there")
     return [Evidence("qa", "item", "question", why, LengthAxis("context_tokens", tokens="context_tokens_actual")),
             Evidence("qa-baseline", "item", "question", why), Evidence("qa-control", "item", "question", why)]
 
