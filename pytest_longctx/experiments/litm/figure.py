@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_longctx import wilson
 from pytest_longctx.experiments.litm import KV_EXPERIMENT, QA_EXPERIMENT
 from pytest_longctx.experiments.litm.report import AXES, baselines, curves
 from pytest_longctx.reporting.charts import Figure, Point
 from pytest_longctx.reporting.figures import Line, lines_figure
-from pytest_longctx.results.stats import wilson
 
 BASELINE_COLOURS = {"closed-book": "#7f7f7f", "oracle": "#111827"}
 TITLES = {QA_EXPERIMENT: "Multi-document QA", KV_EXPERIMENT: "Key-value retrieval"}
