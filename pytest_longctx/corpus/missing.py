@@ -63,10 +63,13 @@ def fetch_command(name: str) -> str:
     return f"{script_command(FETCH_SCRIPT, FETCH_MODULE)} fetch {name}"
 
 
-def data_missing(experiments: Sequence[str], files: Sequence[CorpusFile], fetch: str) -> DataMissing:
-    """The skip of ``experiments`` whose ``files`` were not found; ``fetch`` names them for ``longctx-data fetch``."""
+def data_missing(experiments: Sequence[str], files: Sequence[CorpusFile], fetch: str,
+                 looked: Sequence[str] = ()) -> DataMissing:
+    """The skip of ``experiments`` whose ``files`` were not found; ``fetch`` names them for ``longctx-data fetch``;
+    ``looked``: every place they were looked for (``CorpusNotFound.looked``), said in the line."""
     what = ", ".join(f.where if f.file in f.title else f"{f.title} ({f.where})" for f in files)
     it = "it" if len(files) == 1 else "them"
-    return DataMissing(experiments, f"{what} not found",
+    where = f" in {', '.join(looked[:-1])} or {looked[-1]}" if len(looked) > 1 else "".join(f" in {w}" for w in looked)
+    return DataMissing(experiments, f"{what} not found{where}",
                        f"get {it} with `{fetch_command(fetch)}`, or set {DATA_DIR_ENV} to a folder of corpora "
                        f"holding {it}")
