@@ -96,6 +96,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if message is not None:
             raise pytest.UsageError(message)
     config.pluginmanager.register(_Controller(config), "longctx-controller")
+    from pytest_longctx.reporting.errors import ErrorDigest
+
+    config.pluginmanager.register(ErrorDigest(), "longctx-errors")
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_longctx.session.crash import CrashRecorder
 
@@ -299,8 +302,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     if "longctx" not in report.keywords:
         return None
     status = _trial_status(report)
-    if config.get_verbosity() > 0:
-        return status
+    controller = config.pluginmanager.get_plugin("longctx-controller")
+    if config.get_verbosity() > 0 or getattr(controller, "finished", False):
+        return status  # after the run: the short summary's word (ERROR, FAILED) for the report
     return status[0], "", ""
 
 
