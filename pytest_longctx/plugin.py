@@ -184,10 +184,11 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
             report.longrepr = f"UsageError: {message}"
             report.longctx_usage_error = message  # type: ignore[attr-defined]
     elif report.skipped and excinfo is not None:
-        from pytest_longctx.corpus.missing import DataMissing
+        from pytest_longctx.corpus.missing import DataMissing, is_selected
 
-        if isinstance(excinfo.value, DataMissing):  # an experiment without its data: one line in the summary
-            report.longctx_data_missing = excinfo.value.to_json()  # type: ignore[attr-defined]
+        missing = excinfo.value
+        if isinstance(missing, DataMissing) and is_selected(collector, missing.experiments):
+            report.longctx_data_missing = missing.to_json()  # type: ignore[attr-defined]  # one summary line
     return report
 
 
