@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_longctx.reporting.chance import LEGEND, chance_lines, mark
+from pytest_longctx.reporting.chance import LEGEND, cell_mark, chance_lines
 from pytest_longctx.results.gating import cell_verdict
 
 if TYPE_CHECKING:
@@ -45,7 +45,6 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     for style, line in terminal_lines(record):
         tr.write_line(line, **({style: True} if style else {}))
     chance = record.get("chance") or {}
-    levels = chance.get("levels") or {}
     rows = [("experiment", "params", "n", "acc", "95% CI", "", "err", "cell checks / vs compared run")]
     for cell in cells:
         cmp = cell.get("compare")
@@ -55,7 +54,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
             holm = f", Holm p={cmp['p_holm']:.2g}" if cmp.get("p_holm") is not None else ""
             verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f}{star}{holm})"
         rows.append((cell["experiment"], _params(cell["params"]), str(cell["n"]), f"{cell['accuracy']:.3f}",
-                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", mark(cell, levels.get(cell["experiment"])),
+                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", cell_mark(cell, chance),
                      str(cell["errors"]), verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
