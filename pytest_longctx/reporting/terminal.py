@@ -38,8 +38,11 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     if not cells:
         _footer(tr, state)
         return
+    from pytest_longctx.reporting.samples import samples_per_cell
+
+    every = " (all items)" if settings.samples_all else ""
     tr.write_sep("=", f"longctx: {settings.model.spec}  protocol={settings.protocol}  seed={settings.seed}  "
-                      f"samples={'all' if settings.samples_all else settings.samples}")
+                      f"samples per cell: {samples_per_cell(cells)}{every}")
     from pytest_longctx.reporting.decision import terminal_lines
 
     for style, line in terminal_lines(record):
