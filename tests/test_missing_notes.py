@@ -30,12 +30,14 @@ def test_question(longctx, size):
 OTHER = '''
 import pytest
 
+from pytest_longctx import Oracle, Request
+
 
 @pytest.mark.longctx("demo")
 @pytest.mark.parametrize("n", [1])
 async def test_other(longctx, n):
-    answer = await longctx.ask(longctx.request("say 1", expected="1"))
-    longctx.record(expected="1", answer=answer)
+    answer = await longctx.ask(Request.user("Say 1.", max_tokens=4, template="one@1"), oracle=Oracle("1"))
+    assert answer.strip() == "1"
 '''
 
 LINE = "longctx: corpus-qa not run: The corpus (corp/corp.xml) not found"

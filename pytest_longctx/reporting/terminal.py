@@ -75,8 +75,11 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
 
     spend = estimated_spend(usage, settings)
     sent = f"{usage['calls']} request{'' if usage['calls'] == 1 else 's'} sent"
-    tr.write_line(f"usage: {usage['trials']} trials, {sent}, {usage['cache_hits']} answered "
-                  f"from cache, {usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
+    from pytest_longctx.util.words import plural
+
+    trials = f"{usage['trials']} {plural('trial', usage['trials'])}"
+    tr.write_line(f"usage: {trials}, {sent}, {usage['cache_hits']} answered from cache, "
+                  f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
                   + (f", ~${spend:,.2f} at list prices" if spend else ""))
     from pytest_longctx.reporting.progress import prompt_cache_text
 
