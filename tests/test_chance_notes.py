@@ -54,9 +54,9 @@ def test_cells_and_experiments_are_marked() -> None:
     assert high - low > independent[3] - independent[2]
     line = chance_lines({"model": "local/x", "experiments": [
         {"experiment": "lrt", "correct": 0, "n": 20, "ci_low": 0.0, "ci_high": 0.16, "chance": 1e-5,
-         "verdict": "chance", "command": "pytest evals/lrt -n 8 --longctx-model anthropic/claude-x"}]})
+         "verdict": "chance", "command": "pytest evals/lrt -n 2 --longctx-model anthropic/claude-x"}]})
     assert line == ["lrt: 0/20 correct, 95% CI [0.00, 0.16]: indistinguishable from chance (≈ 0) on local/x; "
-                    "the same study on Claude: pytest evals/lrt -n 8 --longctx-model anthropic/claude-x"]
+                    "the same study on Claude: pytest evals/lrt -n 2 --longctx-model anthropic/claude-x"]
 
 
 def heads(body: dict[str, Any]) -> str:
@@ -95,7 +95,7 @@ def test_the_local_model_is_told_the_same_study_on_claude(tmp_path: Path) -> Non
                            hint_model=REFERENCE_MODEL, rootdir=tmp_path)
     (found,) = report["experiments"]
     assert found["verdict"] == "chance" and found["command"].endswith(
-        f"test_coin.py -n 8 --longctx-model {REFERENCE_MODEL}")
+        f"test_coin.py -n 2 --longctx-model {REFERENCE_MODEL}")
 
 
 @pytest.mark.parametrize("model", ["fake/perfect", "fake/random", "fake/wrong"])

@@ -96,7 +96,7 @@ def chance_report(cells: Rows, trials: Rows, levels: Mapping[str, float], *, mod
         command = None
         if hint_model and files:
             paths = " ".join(_from_here(rootdir / f) for f in files)
-            command = f"{script_command('pytest')} {paths} -n 8 --longctx-model {hint_model}"
+            command = f"{script_command('pytest')} {paths} -n 2 --longctx-model {hint_model}"
         found.append({"experiment": experiment, "correct": correct, "n": n, "ci_low": round(low, 4),
                       "ci_high": round(high, 4), "chance": level, "verdict": kind, "command": command})
     return {"model": model, "levels": dict(levels), "experiments": found, "too_few": too_few}
