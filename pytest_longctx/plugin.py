@@ -97,6 +97,9 @@ def pytest_configure(config: pytest.Config) -> None:
             if message is not None:
                 raise pytest.UsageError(message)
     config.pluginmanager.register(_Controller(config), "longctx-controller")
+    from pytest_longctx.reporting.errors import ErrorDigest
+
+    config.pluginmanager.register(ErrorDigest(), "longctx-errors")
     if config.pluginmanager.hasplugin("xdist"):
         from pytest_longctx.session.crash import CrashRecorder
 
@@ -184,10 +187,11 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
             report.longrepr = f"UsageError: {message}"
             report.longctx_usage_error = message  # type: ignore[attr-defined]
     elif report.skipped and excinfo is not None:
-        from pytest_longctx.corpus.missing import DataMissing
+        from pytest_longctx.corpus.missing import DataMissing, is_selected
 
-        if isinstance(excinfo.value, DataMissing):  # an experiment without its data: one line in the summary
-            report.longctx_data_missing = excinfo.value.to_json()  # type: ignore[attr-defined]
+        missing = excinfo.value
+        if isinstance(missing, DataMissing) and is_selected(collector, missing.experiments):
+            report.longctx_data_missing = missing.to_json()  # type: ignore[attr-defined]  # one summary line
     return report
 
 
@@ -343,8 +347,9 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     if "longctx" not in report.keywords:
         return None
     status = _trial_status(report)
-    if config.get_verbosity() > 0:
-        return status
+    controller = config.pluginmanager.get_plugin("longctx-controller")
+    if config.get_verbosity() > 0 or getattr(controller, "finished", False):
+        return status  # after the run: the short summary's word (ERROR, FAILED) for the report
     return status[0], "", ""
 
 

@@ -92,6 +92,8 @@ START_UP = [
     ("plan-out-without-plan", ["--longctx-plan-out", "{p}/plan.jsonl"],
      "--longctx-plan-out: {p}/plan.jsonl is only written by a dry run; add --longctx-plan true or drop "
      "--longctx-plan-out"),
+    ("detect-without-plan", ["--longctx-detect", "0.03"],
+     "--longctx-detect: 0.03 is a drop the plan sizes the run for; add --longctx-plan true or drop --longctx-detect"),
     ("plan-out-is-a-folder", ["--longctx-plan", "true", "--longctx-plan-out", "{p}/reports"],
      "--longctx-plan-out: {p}/reports is a folder; pass a file path such as plan.jsonl"),
     ("plan-out-under-a-file", ["--longctx-plan", "true", "--longctx-plan-out", "{p}/afile/plan.jsonl"],
@@ -334,7 +336,8 @@ def test_missing_corpus_skips_the_experiment_with_one_line_and_no_download(tmp_p
     rc, text = run_evals(tmp_path, "evals/qa/test_qa.py", "--longctx-fr-date", "2023-01-03", *xdist, env=env)
     assert rc == 5, text  # every test of the selection needs the missing issue: none collected, no record
     line = ("qa, qa-baseline, qa-control not run: Federal Register 2023-01-03 "
-            "(federal_register_2023-01-03/FR-2023-01-03.xml) not found; get it with `")
+            f"(federal_register_2023-01-03/FR-2023-01-03.xml) not found in $LONGCTX_DATA_DIR={empty} or the cache "
+            f"{tmp_path / 'cache' / 'corpora'}; get it with `")
     assert text.count(line) == 1 and "fetch qa:2023-01-03`" in text and "Traceback" not in text, text
     assert not (tmp_path / "cache" / "corpora").exists()  # no download was attempted
 

@@ -185,7 +185,29 @@ def test_a_test_needing_a_missing_corpus_skips_with_one_line(longctx_runner, mon
     run = longctx_runner.run("-rs", cache=True)
     run.result.assert_outcomes(skipped=1)
     (line,) = [x for x in run.result.stdout.lines if x.startswith("SKIPPED")]
-    assert "Federal Register 2024-02-12 not found (FR-2024-02-12.xml is not in the cache " in line
+    assert ("Federal Register 2024-02-12 not found (FR-2024-02-12.xml is not in $LONGCTX_DATA_DIR (not set), "
+            "the cache ") in line
     assert "pass --longctx-data-dir DIR or set LONGCTX_DATA_DIR=DIR" in line
     assert line.endswith("(CI: LONGCTX_DATA_DIR=../shared/corpora)")
 
+
+
+def test_a_data_dir_message_says_every_place_it_looked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LONGCTX_DATA_DIR=/empty``: the skip line names the folders looked in, not only what to set."""
+    from pytest_longctx.corpus.missing import data_missing
+
+    empty, option = tmp_path / "empty", tmp_path / "nowhere"
+    empty.mkdir()
+    monkeypatch.setenv("LONGCTX_DATA_DIR", str(empty))
+    with pytest.raises(CorpusNotFound) as err:
+        locate(DATE, path=None, data_dir=str(option), cache_dir=tmp_path / "c", download=False)
+    looked = (f"--longctx-data-dir {option} (no such folder)", f"$LONGCTX_DATA_DIR={empty}",
+              f"the cache {tmp_path / 'c'}")
+    assert err.value.looked == looked and ", ".join(looked) in str(err.value)
+    line = data_missing(("qa",), [fr_issue(DATE)], "qa", err.value.looked).line
+    assert line.startswith(f"qa not run: Federal Register {DATE} (federal_register_{DATE}/FR-{DATE}.xml) not found in "
+                           f"{looked[0]}, {looked[1]} or {looked[2]}; get it with `")
+    monkeypatch.delenv("LONGCTX_DATA_DIR")
+    with pytest.raises(CorpusNotFound) as err:
+        locate(DATE, path=None, data_dir=None, cache_dir=tmp_path / "c", download=False)
+    assert err.value.looked == ("$LONGCTX_DATA_DIR (not set)", f"the cache {tmp_path / 'c'}")

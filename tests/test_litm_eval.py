@@ -137,9 +137,13 @@ def test_missing_corpus_skips_each_experiment_with_one_line(longctx_runner: Any,
     run = longctx_runner.run(str(EVALS), "--longctx-data-dir", str(tmp_path), cache=True, subprocess=True)
     out = run.result.stdout.str() + run.result.stderr.str()
     assert run.ret == 5, out  # nothing left to run: no tests collected
-    for line in ("litm-qa not run: lost_in_the_middle/qa_data/nq-open-oracle.jsonl.gz not found; get it with `",
+    looked = (f" in --longctx-data-dir {tmp_path}, $LONGCTX_DATA_DIR={tmp_path} or the cache "
+              f"{longctx_runner.pytester.path / 'cache' / 'corpora' / 'lost_in_the_middle'}")
+    for line in ("litm-qa not run: lost_in_the_middle/qa_data/nq-open-oracle.jsonl.gz not found"
+                 f"{looked}; get it with `",
                  "litm-kv not run: lost_in_the_middle/kv_retrieval_data/kv-retrieval-75_keys.jsonl.gz, "
-                 "lost_in_the_middle/kv_retrieval_data/kv-retrieval-140_keys.jsonl.gz not found; get them with `"):
+                 f"lost_in_the_middle/kv_retrieval_data/kv-retrieval-140_keys.jsonl.gz not found{looked}; "
+                 "get them with `"):
         assert out.count(line) == 1, out
     assert out.count("longctx-data fetch litm`") == 2, out
     assert "Traceback" not in out and not (longctx_runner.pytester.path / "cache" / "corpora").exists()

@@ -75,3 +75,13 @@ def test_a_terminal_redraws_one_line_and_ends_it() -> None:
 @pytest.mark.parametrize(("seconds", "text"), [(44.6, "45 s"), (185, "3 min 05 s"), (3720, "1 h 02 min")])
 def test_durations_read_as_a_person_says_them(seconds: float, text: str) -> None:
     assert duration(seconds) == text
+
+
+def test_counts_are_said_with_their_plurals() -> None:
+    shown, _ = display(tty=False)
+    shown.outcome("error")
+    shown.item_finished(STATE, settings(), 1, now=0.0)
+    assert shown.line(STATE, settings(), 1, now=0.0).startswith("longctx: 1/1 trial (1 error); 0 requests sent")
+    shown.outcome("error")
+    assert shown.line(STATE, settings(), 2, now=0.0).startswith("longctx: 1/2 trials (2 errors)")
+    assert shown.line(STATE, settings(plan=True), 1, now=0.0).startswith("longctx: 1/1 request planned")

@@ -98,6 +98,32 @@ def test_a_bad_switch_value_is_a_one_line_usage_error(project: Any) -> None:
         "ERROR: --longctx-plan: expected true or false, got 'maybe'"]
 
 
+@pytest.mark.parametrize("opt", [o for o in SWITCHES if o.flag in ("--longctx-plan", "--longctx-docs-judge")],
+                         ids=lambda o: o.flag)
+@pytest.mark.parametrize("word", ["maybe", "perhaps", "no_such_dir/", "missing.py::test_a"])
+def test_a_word_after_a_switch_that_is_no_value_and_no_path_is_a_usage_error(project: Any, opt: OptionDef,
+                                                                           word: str) -> None:
+    run = project.run(opt.flag, word, "test_a.py", model=MODEL, cache=True)
+    assert run.ret == pytest.ExitCode.USAGE_ERROR, run.result.stdout.str()
+    assert [line for line in run.result.stderr.lines if line.strip()] == [
+        f"ERROR: {opt.flag}: {word!r} is neither a value of it (such as true or false) nor a file or folder; "
+        f"write {opt.flag}=VALUE, or pass a path that exists"]
+    assert not (project.pytester.path / "shown.json").exists()  # stopped before configuring, let alone planning
+    assert not run.report_dir.exists()
+
+
+@pytest.mark.parametrize("args, paths", [(["--longctx-plan", "tests/"], ["tests"]),
+                                         (["--longctx-plan", "test_a.py::test_a"], ["test_a.py::test_a"]),
+                                         (["--longctx-plan", "--pyargs", "test_b"], ["test_b"])],
+                         ids=["folder", "node-id", "pyargs"])
+def test_a_path_after_a_switch_is_a_path(project: Any, args: list[str], paths: list[str]) -> None:
+    tests = project.pytester.mkdir("tests")
+    (tests / "test_c.py").write_text("def test_c():\n    pass\n")
+    values, collected = shown(project, *args)
+    assert values["--longctx-plan"] == "true"
+    assert [p.rstrip("/") for p in collected] == paths
+
+
 def test_normalize_switches() -> None:
     bare = {"--longctx-plan": "true", "--longctx-prefetch": "on"}
     assert normalize_switches(["--longctx-plan", "evals", "--longctx-prefetch", "auto", "-k", "x", "--longctx-plan"],

@@ -11,13 +11,13 @@ import hashlib
 import importlib.util
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.util.fsutil import create_temp_file
 
 #: The model used when none is named.
 DEFAULT_LOCAL_MODEL = "smollm2-135m"
@@ -173,7 +173,7 @@ def _write_stamp(stamp: Path, payload: dict[str, object]) -> None:
     """Write atomically (temp file + ``os.replace``), so parallel workers never see half a stamp."""
     try:
         stamp.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=stamp.name, suffix=".tmp", dir=stamp.parent)
+        fd, tmp = create_temp_file(stamp.parent, stamp.name, ".tmp")
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             json.dump(payload, handle, sort_keys=True)
         os.replace(tmp, stamp)

@@ -45,10 +45,12 @@ Progress = Callable[[int, "int | None"], None]
 class CorpusNotFound(UsageError):
     """A corpus file is in no data dir or cache and could not be downloaded (or was corrupt)."""
 
-    def __init__(self, message: str, spec: CorpusFile | None = None) -> None:
+    def __init__(self, message: str, spec: CorpusFile | None = None, looked: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         #: The file that was looked for (None: a download failure before the lookup's message was built).
         self.spec = spec
+        #: Every place it was looked for, as :func:`looked_in` says them (empty: not known).
+        self.looked = looked
 
 
 @dataclass(frozen=True)
@@ -102,13 +104,14 @@ def find_corpus(spec: CorpusFile, *, data_dir: str | None, cache_dir: Path, down
             problem = check_cached(spec, cached)
             if problem is None:
                 return cached
+    looked = tuple(looked_in(data_dir, cache_dir))
     if not download or spec.url is None:
-        raise CorpusNotFound(_not_found(spec, data_dir, cache_dir, problem or "no download source"), spec)
+        raise CorpusNotFound(_not_found(spec, data_dir, cache_dir, problem or "no download source"), spec, looked)
     try:
         return download_file(spec, cache_dir / spec.file)
     except CorpusNotFound as exc:
         why = f"{problem}; {exc}" if problem else str(exc)
-        raise CorpusNotFound(_not_found(spec, data_dir, cache_dir, why), spec) from None
+        raise CorpusNotFound(_not_found(spec, data_dir, cache_dir, why), spec, looked) from None
 
 
 def check_cached(spec: CorpusFile, cached: Path) -> str | None:
@@ -166,14 +169,24 @@ def download_file(spec: CorpusFile, target: Path, progress: Progress | None = No
     return target
 
 
-def _not_found(spec: CorpusFile, data_dir: str | None, cache_dir: Path, why: str) -> str:
+def looked_in(data_dir: str | None, cache_dir: Path) -> list[str]:
+    """Every folder :func:`find_corpus` looks in, in its order, as a message says them: ``--longctx-data-dir
+    DIR``, ``$LONGCTX_DATA_DIR=DIR`` (each marked ``(no such folder)`` when it is none; an unset one is
+    ``$LONGCTX_DATA_DIR (not set)``), then ``the cache DIR``."""
     looked = []
     if data_dir:
         looked.append(f"--longctx-data-dir {data_dir}" + ("" if Path(data_dir).is_dir() else " (no such folder)"))
     env = os.environ.get(DATA_DIR_ENV)
     if env:
         looked.append(f"${DATA_DIR_ENV}={env}" + ("" if Path(env).is_dir() else " (no such folder)"))
+    else:
+        looked.append(f"${DATA_DIR_ENV} (not set)")
     looked.append(f"the cache {cache_dir}")
+    return looked
+
+
+def _not_found(spec: CorpusFile, data_dir: str | None, cache_dir: Path, why: str) -> str:
+    looked = looked_in(data_dir, cache_dir)
     return (f"{spec.title} not found ({spec.file} is not in {', '.join(looked)}; {why}): "
             f"pass --longctx-data-dir DIR or set {DATA_DIR_ENV}=DIR to a folder holding it "
             f"(or {spec.corpus}/{spec.file}), or put it in {cache_dir}")

@@ -6,6 +6,11 @@ all). The terminal and the HTML report mark such cells next to their number and 
 experiment, with the command that runs the same study on Claude when the model is not a remote one.
 
 An experiment's interval is :func:`experiment_interval`, the one place to change when the pooled interval changes.
+
+Said only where it means something: not for in-process test doubles (``fake/*`` answer from the expected answer;
+their accuracy is scripted), and not where the trials are too few for any result to differ from chance (even all
+correct, the interval would hold the guessing rate): those experiments get a "too few trials" line instead, and
+such cells no mark.
 """
 
 from __future__ import annotations
@@ -41,9 +46,23 @@ def verdict(n: int, low: float, high: float, chance: float | None) -> str | None
 
 
 def mark(cell: Mapping[str, Any], chance: float | None) -> str:
-    """``≈ chance`` / ``≈ 0`` for a cell whose interval holds the guessing rate / 0, else ``""``."""
-    found = verdict(int(cell.get("n", 0)), float(cell.get("ci_low", 0.0)), float(cell.get("ci_high", 1.0)), chance)
+    """``≈ chance`` / ``≈ 0`` for a cell whose interval holds the guessing rate / 0, else ``""`` (also for a cell
+    too small for any result to differ from chance: its interval at n of n correct would still hold it)."""
+    from pytest_longctx.results.stats import wilson
+
+    n = int(cell.get("n", 0))
+    found = verdict(n, float(cell.get("ci_low", 0.0)), float(cell.get("ci_high", 1.0)), chance)
+    if found == "chance" and chance is not None and wilson(n, n)[0] <= chance:
+        return ""
     return {"chance": "≈ chance", "zero": "≈ 0"}.get(found or "", "")
+
+
+def cell_mark(cell: Mapping[str, Any], report: Mapping[str, Any]) -> str:
+    """:func:`mark` with the guessing rate of the cell's experiment from the record's ``chance`` part (``report``);
+    ``""`` for every cell of a test double's run."""
+    if report.get("double"):
+        return ""
+    return mark(cell, (report.get("levels") or {}).get(cell.get("experiment")))
 
 
 #: What the marks mean, under every table that shows them.
@@ -52,27 +71,40 @@ LEGEND = ("≈ chance, ≈ 0: the 95% interval contains the guessing rate (or 0)
 
 
 def chance_report(cells: Rows, trials: Rows, levels: Mapping[str, float], *, model: str, hint_model: str | None,
-                  rootdir: Path) -> dict[str, Any]:
-    """The record's ``chance`` part: the guessing rates, and every experiment indistinguishable from them or 0.
+                  rootdir: Path, double: bool = False) -> dict[str, Any]:
+    """The record's ``chance`` part: the guessing rates, every experiment indistinguishable from them or 0, and
+    (``too_few``) every experiment whose trials are too few for any result to differ from chance.
 
     ``hint_model``: the model to suggest for the same study (None: no suggestion, e.g. the model is remote).
+    ``double``: the model is an in-process test double: nothing to say (and :func:`cell_mark` marks no cell).
     """
-    found = []
+    if double:
+        return {"model": model, "levels": {}, "experiments": [], "too_few": [], "double": True}
+    found, too_few = [], []
     for experiment in dict.fromkeys(str(c.get("experiment")) for c in cells):
-        correct, n, low, high = experiment_interval([t for t in trials if t.get("experiment") == experiment])
+        rows = [t for t in trials if t.get("experiment") == experiment]
+        correct, n, low, high = experiment_interval(rows)
         level = levels.get(experiment)
         kind = verdict(n, low, high, level)
         if kind is None:
+            continue
+        if kind == "chance" and level is not None and _best_low(rows) <= level:
+            too_few.append({"experiment": experiment, "correct": correct, "n": n, "chance": level})
             continue
         files = dict.fromkeys(str(t.get("nodeid", "")).split("::")[0] for t in trials
                               if t.get("experiment") == experiment and t.get("nodeid"))
         command = None
         if hint_model and files:
             paths = " ".join(_from_here(rootdir / f) for f in files)
-            command = f"{script_command('pytest')} {paths} -n 8 --longctx-model {hint_model}"
+            command = f"{script_command('pytest')} {paths} -n 2 --longctx-model {hint_model}"
         found.append({"experiment": experiment, "correct": correct, "n": n, "ci_low": round(low, 4),
                       "ci_high": round(high, 4), "chance": level, "verdict": kind, "command": command})
-    return {"model": model, "levels": dict(levels), "experiments": found}
+    return {"model": model, "levels": dict(levels), "experiments": found, "too_few": too_few}
+
+
+def _best_low(rows: Rows) -> float:
+    """The lower bound of an experiment's interval had every scored trial been correct."""
+    return experiment_interval([{**t, "outcome": "correct"} for t in rows if t.get("outcome") != "error"])[2]
 
 
 def chance_lines(report: Mapping[str, Any]) -> list[str]:
@@ -86,6 +118,10 @@ def chance_lines(report: Mapping[str, Any]) -> list[str]:
         if e.get("command"):
             line += f"; the same study on Claude: {e['command']}"
         lines.append(line)
+    for e in report.get("too_few") or []:
+        lines.append(f"{e['experiment']}: {e['correct']}/{e['n']} correct: too few trials to tell from chance "
+                     f"({e['chance']:.2g}): even {e['n']}/{e['n']} correct would not be; add trials "
+                     "(--longctx-samples)")
     return lines
 
 

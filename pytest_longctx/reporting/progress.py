@@ -104,9 +104,13 @@ class Display:
     def line(self, state: Any, settings: Settings, total: int, now: float) -> str:
         """``longctx: 52/121 trials (40 correct, 12 incorrect), 48 requests sent, 1 min 10 s, ~2 min 20 s left``."""
         plan = bool(settings.plan)
-        noun = "requests planned" if plan else "trials"
+        from pytest_longctx.util.words import plural
+
+        counted = total or self.finished
+        noun = f"{plural('request', counted)} planned" if plan else plural("trial", counted)
         parts = [f"{self.finished:,}/{total:,} {noun}" if total else f"{self.finished:,} {noun}"]
-        counts = ", ".join(f"{n:,} {k}" for k, n in sorted(self.outcomes.items()) if n)
+        counts = ", ".join(f"{n:,} {plural(k, n) if k == 'error' else k}" for k, n in sorted(self.outcomes.items())
+                           if n)
         if counts and not plan:
             parts[0] += f" ({counts})"
         if not plan:

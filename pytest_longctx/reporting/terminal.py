@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_longctx.reporting.chance import LEGEND, chance_lines, mark
+from pytest_longctx.reporting.chance import LEGEND, cell_mark, chance_lines
 from pytest_longctx.results.gating import cell_verdict
 
 if TYPE_CHECKING:
@@ -38,14 +38,16 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
     if not cells:
         _footer(tr, state)
         return
+    from pytest_longctx.reporting.samples import samples_per_cell
+
+    every = " (all items)" if settings.samples_all else ""
     tr.write_sep("=", f"longctx: {settings.model.spec}  protocol={settings.protocol}  seed={settings.seed}  "
-                      f"samples={'all' if settings.samples_all else settings.samples}")
+                      f"samples per cell: {samples_per_cell(cells)}{every}")
     from pytest_longctx.reporting.decision import terminal_lines
 
     for style, line in terminal_lines(record):
         tr.write_line(line, **({style: True} if style else {}))
     chance = record.get("chance") or {}
-    levels = chance.get("levels") or {}
     rows = [("experiment", "params", "n", "acc", "95% CI", "", "err", "cell checks / vs compared run")]
     for cell in cells:
         cmp = cell.get("compare")
@@ -55,7 +57,7 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
             holm = f", Holm p={cmp['p_holm']:.2g}" if cmp.get("p_holm") is not None else ""
             verdict = (verdict + " " if verdict else "") + f"({cmp['diff']:+.2f}{star}{holm})"
         rows.append((cell["experiment"], _params(cell["params"]), str(cell["n"]), f"{cell['accuracy']:.3f}",
-                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", mark(cell, levels.get(cell["experiment"])),
+                     f"[{cell['ci_low']:.2f}, {cell['ci_high']:.2f}]", cell_mark(cell, chance),
                      str(cell["errors"]), verdict))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for i, row in enumerate(rows):
@@ -73,8 +75,11 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
 
     spend = estimated_spend(usage, settings)
     sent = f"{usage['calls']} request{'' if usage['calls'] == 1 else 's'} sent"
-    tr.write_line(f"usage: {usage['trials']} trials, {sent}, {usage['cache_hits']} answered "
-                  f"from cache, {usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
+    from pytest_longctx.util.words import plural
+
+    trials = f"{usage['trials']} {plural('trial', usage['trials'])}"
+    tr.write_line(f"usage: {trials}, {sent}, {usage['cache_hits']} answered from cache, "
+                  f"{usage['input_tokens']:,} input / {usage['output_tokens']:,} output tokens"
                   + (f", ~${spend:,.2f} at list prices" if spend else ""))
     from pytest_longctx.reporting.progress import prompt_cache_text
 

@@ -164,7 +164,9 @@ def describe_cells(cells: Sequence[Mapping[str, Any]]) -> str:
     """What selectors can match in ``cells``: their experiments and param names (for error messages)."""
     experiments = ", ".join(sorted({str(c["experiment"]) for c in cells})) or "none"
     keys = ", ".join(sorted({str(k) for c in cells for k in c["params"]})) or "none"
-    return f"{len(cells)} cells; experiments: {experiments}; params: {keys}"
+    from pytest_longctx.util.words import plural
+
+    return f"{len(cells)} {plural('cell', len(cells))}; experiments: {experiments}; params: {keys}"
 
 
 def unmatched(thresholds: tuple[Threshold, ...], cells: Sequence[Mapping[str, Any]]) -> list[Threshold]:

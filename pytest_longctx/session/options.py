@@ -225,11 +225,17 @@ def switches(parser: pytest.Parser) -> dict[str, tuple[str, str]]:
     return found
 
 
-def normalize_switches(args: Sequence[str], bare: Mapping[str, str]) -> list[str]:
+def normalize_switches(args: Sequence[str], bare: Mapping[str, str], here: Path | None = None) -> list[str]:
     """``args`` with every bare switch given its value explicitly: ``--longctx-plan evals`` becomes
     ``--longctx-plan=true evals``, ``--longctx-plan false`` becomes ``--longctx-plan=false`` (``bare``: flag ->
-    the value of the bare flag). Nothing after ``--`` is touched."""
+    the value of the bare flag). Nothing after ``--`` is touched.
+
+    With ``here`` (the folder pytest resolves paths from), a word after a bare switch that is neither one of
+    :data:`SWITCH_WORDS`, nor an option, nor an existing file or folder (``--longctx-plan maybe``) is a
+    :class:`UsageError` naming the switch, instead of a test path pytest reports missing after the run.
+    """
     out: list[str] = []
+    pyargs = "--pyargs" in args  # then a word may name a package, not a path
     i = 0
     while i < len(args):
         arg = args[i]
@@ -239,6 +245,8 @@ def normalize_switches(args: Sequence[str], bare: Mapping[str, str]) -> list[str
         if arg in bare:
             follows = args[i + 1] if i + 1 < len(args) else None
             taken = follows is not None and follows.strip().lower() in SWITCH_WORDS
+            if follows is not None and not taken and here is not None and not pyargs:
+                _check_path_after(arg, follows, here)
             out.append(f"{arg}={follows if taken else bare[arg]}")
             i += 2 if taken else 1
             continue
@@ -247,12 +255,24 @@ def normalize_switches(args: Sequence[str], bare: Mapping[str, str]) -> list[str
     return out
 
 
+def _check_path_after(flag: str, word: str, here: Path) -> None:
+    """``word`` follows the bare switch ``flag`` and is not its value: it must be an option or a test path."""
+    if word.startswith("-") or (here / word.split("::")[0]).exists():
+        return
+    raise UsageError(f"{flag}: {word!r} is neither a value of it (such as true or false) nor a file or folder; "
+                     f"write {flag}=VALUE, or pass a path that exists")
+
+
 def settle_switches(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """``pytest_load_initial_conftests``: rewrite ``args`` in place with :func:`normalize_switches`, before pytest
     parses them for good; the early parse (already done, which took a path after a bare switch for its value) is
     redone for the paths and the switches, so the initial conftests are looked up where the user pointed."""
     found = switches(parser)
-    settled = normalize_switches(args, {flag: value for flag, (_, value) in found.items()})
+    try:
+        settled = normalize_switches(args, {flag: value for flag, (_, value) in found.items()},
+                                     Path(early_config.invocation_params.dir))
+    except UsageError as exc:
+        raise pytest.UsageError(str(exc)) from None
     if settled == list(args):
         return
     args[:] = settled

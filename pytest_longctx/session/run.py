@@ -167,9 +167,10 @@ def _chance(config: pytest.Config, record: dict[str, Any], settings: Settings, s
     for found in call_each(config, "pytest_longctx_chance", state.notes, cells=record["cells"],
                            trials=record["trials"]):
         levels.update({str(k): float(v) for k, v in dict(found).items()})
-    hint = None if provider_of(settings.model).remote else REFERENCE_MODEL
+    provider = provider_of(settings.model)
+    hint = None if provider.remote else REFERENCE_MODEL
     return chance_report(record["cells"], record["trials"], levels, model=settings.model.spec, hint_model=hint,
-                         rootdir=settings.rootdir)
+                         rootdir=settings.rootdir, double=provider.in_process)
 
 
 def _guarded(state: Any, what: str, action: Any) -> None:

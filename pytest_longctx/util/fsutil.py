@@ -1,19 +1,37 @@
 """Atomic file writes: a temporary file in the same folder, then ``os.replace``.
 
-Parallel xdist workers and runs killed mid-write therefore never leave half a file behind.
+Parallel xdist workers and runs killed mid-write therefore never leave half a file behind. The temporary file
+is created like ``open(path, "w")`` creates a file (mode 0666 less the user's umask, e.g. 0644 under umask 022),
+not 0600 as ``tempfile.mkstemp`` would, so reports, cache entries and records are readable as the user expects.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import tempfile
 from pathlib import Path
+
+#: The mode a new file is created with before the umask applies (what ``open(path, "w")`` uses).
+FILE_MODE = 0o666
+
+
+def create_temp_file(folder: Path, prefix: str, suffix: str = "") -> tuple[int, str]:
+    """``tempfile.mkstemp`` with the user's umask: (open descriptor, path) of a new file in ``folder``."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(100):
+        name = os.path.join(folder, f"{prefix}{secrets.token_hex(6)}{suffix}")
+        try:
+            return os.open(name, flags, FILE_MODE), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name in {folder}")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` atomically, creating the folder if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=path.suffix)
+    fd, tmp = create_temp_file(path.parent, ".tmp-", path.suffix)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

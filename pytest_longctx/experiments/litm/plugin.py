@@ -150,13 +150,15 @@ def require_data(config: pytest.Config, experiment: str, names: Sequence[str]) -
     from pytest_longctx.experiments.litm.data import corpus_file
 
     missing = []
+    looked: tuple[str, ...] = ()  # where the lookup looked (the same places for every file)
     for name in names:
         try:
             data_path(config, name)
-        except CorpusNotFound:
+        except CorpusNotFound as exc:
             missing.append(corpus_file(name))
+            looked = exc.looked
     if missing:
-        raise data_missing((experiment,), missing, "litm")
+        raise data_missing((experiment,), missing, "litm", looked)
 
 
 @pytest.fixture(scope="session")

@@ -68,14 +68,16 @@ def load_issues(settings: Settings, options: QaOptions) -> list[Issue]:
     corpora = settings.cache_dir / "corpora"
     counter = TiktokenCounter()
     paths, missing = [], []
+    looked: tuple[str, ...] = ()  # where the lookup looked (the same places for every issue)
     for d in dates(options):
         try:
             paths.append(locate(d, path=None, data_dir=settings.data_dir, cache_dir=corpora, download=False))
         except CorpusNotFound as exc:
             missing.append((d, exc.spec or fr_issue(d)))
+            looked = exc.looked
     if missing:
         fetch = "qa" if [d for d, _ in missing] == [FR_DATE.default] else f"qa:{','.join(d for d, _ in missing)}"
-        raise data_missing(EXPERIMENTS, [spec for _, spec in missing], fetch)
+        raise data_missing(EXPERIMENTS, [spec for _, spec in missing], fetch, looked)
     return [load_issue(path, d, counter, corpora) for path, d in zip(paths, dates(options), strict=True)]
 
 
