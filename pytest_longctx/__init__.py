@@ -72,8 +72,8 @@ _EXPORTS = {
     "LengthAxis": "pytest_longctx.results.evidence:LengthAxis",
     "wilson": "pytest_longctx.results.stats:wilson",
     "mcnemar_exact": "pytest_longctx.results.stats:mcnemar_exact",
-    "GATE_EXIT_CODE": "pytest_longctx.results.gating:GATE_EXIT_CODE",
-    "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.gating:GATE_ERROR_EXIT_CODE",
+    "GATE_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_EXIT_CODE",
+    "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_ERROR_EXIT_CODE",
 }
 
 __all__ = sorted([*_EXPORTS, "__version__"])
@@ -129,10 +129,10 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section as Section
     from pytest_longctx.results.evidence import Evidence as Evidence
     from pytest_longctx.results.evidence import LengthAxis as LengthAxis
-    from pytest_longctx.results.gating import (
+    from pytest_longctx.results.thresholds import (
         GATE_ERROR_EXIT_CODE as GATE_ERROR_EXIT_CODE,
     )
-    from pytest_longctx.results.gating import (
+    from pytest_longctx.results.thresholds import (
         GATE_EXIT_CODE as GATE_EXIT_CODE,
     )
     from pytest_longctx.session.defaults import Defaults as Defaults

@@ -61,7 +61,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _settings(record: dict[str, Any], args: argparse.Namespace) -> RecordSettings:
     from pytest_longctx.results.effective import DEFAULT_THRESHOLD
-    from pytest_longctx.results.gating import DEFAULT_ALPHA, parse_alpha, parse_threshold
+    from pytest_longctx.results.thresholds import DEFAULT_ALPHA, parse_alpha, parse_threshold
 
     ran = record.get("settings") or {}
     texts = args.threshold if args.threshold is not None else list(ran.get("thresholds") or [])
@@ -77,8 +77,8 @@ def _settings(record: dict[str, Any], args: argparse.Namespace) -> RecordSetting
 def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any], RecordSettings, dict[str, Any] | None]:
     """Read and check both records and the options; UsageError (one line) on the first problem."""
     from pytest_longctx.results.baseline import baseline_problems, refusal
-    from pytest_longctx.results.gating import describe_cells, unmatched
     from pytest_longctx.results.schema import load_record
+    from pytest_longctx.results.thresholds import describe_cells, unmatched
 
     path = Path(args.candidate)
     record = load_record(path, flag=PROG)

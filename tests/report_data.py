@@ -18,7 +18,7 @@ from typing import Any
 from pytest_longctx.backends.models import parse_model_spec
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.evidence import by_experiment
-from pytest_longctx.results.gating import parse_threshold
+from pytest_longctx.results.thresholds import parse_threshold
 from pytest_longctx.session.options import Settings
 from pytest_longctx.session.run import build_record, decide
 

@@ -11,7 +11,7 @@ from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.compare import compare
 from pytest_longctx.results.evidence import LengthAxis
 from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.gating import (
+from pytest_longctx.results.thresholds import (
     GATE_ERROR_EXIT_CODE,
     GATE_EXIT_CODE,
     Threshold,

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.gating import (
+from pytest_longctx.results.thresholds import (
     GATE_ERROR_EXIT_CODE,
     GATE_EXIT_CODE,
     KINDS,

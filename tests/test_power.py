@@ -11,7 +11,6 @@ import pytest
 
 from pytest_longctx.results.clustered import paired_difference
 from pytest_longctx.results.evidence import Evidence
-from pytest_longctx.results.gating import parse_threshold
 from pytest_longctx.results.power import (
     Assumptions,
     Design,
@@ -21,6 +20,7 @@ from pytest_longctx.results.power import (
     plan_power,
     samples_for,
 )
+from pytest_longctx.results.thresholds import parse_threshold
 
 
 def simulated_power(drop: float, items: int, per_item: int, rho: float, runs: int, seed: int,

@@ -9,7 +9,7 @@ from typing import Any
 
 from pytest_longctx.reporting.chance import mark
 from pytest_longctx.reporting.charts import esc, p_number
-from pytest_longctx.results.gating import cell_verdict
+from pytest_longctx.results.thresholds import cell_verdict
 from pytest_longctx.util.words import plural
 
 #: Misses and errors listed per experiment; the rest stay in the embedded record / longctx.json.

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_longctx.reporting.chance import LEGEND, cell_mark, chance_lines
-from pytest_longctx.results.gating import cell_verdict
+from pytest_longctx.results.thresholds import cell_verdict
 
 if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings

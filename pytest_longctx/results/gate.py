@@ -1,6 +1,6 @@
 """The gate: every threshold checked on the evidence it pools, alarms corrected together, verdicts in words.
 
-See :mod:`pytest_longctx.results.gating` for the grammar and the readings. Each threshold yields one check (a
+See :mod:`pytest_longctx.results.thresholds` for the grammar and the readings. Each threshold yields one check (a
 ``/each`` threshold: one per cell, under it); alarm checks' one-sided p-values are Holm-adjusted across the gate,
 so an unchanged model trips any of them at most ``alpha`` of the time.
 """
@@ -18,7 +18,8 @@ from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD, effective_length
 from pytest_longctx.results.evidence import LengthAxis
-from pytest_longctx.results.gating import (
+from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
+from pytest_longctx.results.thresholds import (
     DEFAULT_ALPHA,
     GATE_ERROR_EXIT_CODE,
     GATE_EXIT_CODE,
@@ -27,7 +28,6 @@ from pytest_longctx.results.gating import (
     _cell_name,
     describe_cells,
 )
-from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
 from pytest_longctx.util.words import plural
 
 Cell = dict[str, Any]

@@ -25,7 +25,7 @@ from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD
-from pytest_longctx.results.gating import DEFAULT_ALPHA, Threshold, parse_alpha, parse_threshold
+from pytest_longctx.results.thresholds import DEFAULT_ALPHA, Threshold, parse_alpha, parse_threshold
 
 DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")

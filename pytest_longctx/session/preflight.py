@@ -66,7 +66,7 @@ def check_selectors(settings: Settings, items: list[pytest.Item]) -> None:
     cells = collected_cells(items)
     if not cells:
         return  # no longctx test selected: pytest reports that itself (exit 5) or the run is not an eval
-    from pytest_longctx.results.gating import describe_cells, unmatched
+    from pytest_longctx.results.thresholds import describe_cells, unmatched
 
     missing = unmatched(settings.thresholds, cells)
     if missing:

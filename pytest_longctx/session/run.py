@@ -19,8 +19,8 @@ from pytest_longctx.results.baseline import baseline_problems, partial_note, ref
 from pytest_longctx.results.compare import Comparison, compare
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
 from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.gating import Threshold, gate_error
 from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION, load_record
+from pytest_longctx.results.thresholds import Threshold, gate_error
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY
 from pytest_longctx.session.options import Settings
 

@@ -1,4 +1,4 @@
-"""Threshold expressions, and the gate that turns a run's results into an exit code.
+"""Threshold expressions: their grammar, parsing and selection (the gate that decides on them is gate.py).
 
 Grammar: ``SELECTOR:CHECK[/READING][/each][@n=N]`` (docs/ci-gating.md has the full story).
 
