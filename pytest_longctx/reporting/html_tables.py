@@ -106,7 +106,7 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
     head = [*keys, "n", "correct", "accuracy", "95% CI", *(["vs chance"] if any(marks) else []), "errors",
             "thresholds"]
     if compared:
-        head += ["baseline", "diff", "p of a drop (one-sided McNemar; Holm)", "sig. drop"]
+        head += ["baseline", "diff", "p of a drop (Holm)", "sig. drop"]
     rows = []
     for cell, shown in zip(cells, marks, strict=True):
         params = cell.get("params", {})
@@ -129,7 +129,7 @@ def cell_table(experiment: str, cells: Sequence[Mapping[str, Any]], chance: floa
         row_cls = "fail" if verdict == "fail" or (cmp or {}).get("significant_drop") else ""
         rows.append(f'<tr class="{row_cls}">{"".join(tds)}</tr>')
     numeric = {"n", "correct", "accuracy", "95% CI", "errors", "baseline", "diff",
-               "p of a drop (one-sided McNemar; Holm)"}
+               "p of a drop (Holm)"}
     header = "".join(f'<th class="{"num" if h in numeric else ""}{" opt" if h == "correct" else ""}">'
                      f'{esc(h).replace("_", "_<wbr>")}</th>' for h in head)
     return (f'<div class="tablebar"><input class="filter" type="search" placeholder="filter rows…" '
