@@ -132,7 +132,7 @@ class AlarmSequence:
     def to_json(self) -> dict[str, Any]:
         return {"threshold": self.threshold, "margin": self.margin, "detect": self.detect,
                 "level": self.level, "futility": self.futility, "items": self.n, "planned_items": self.planned,
-                "mean_drop": round(self.drops / self.n, 4) if self.n else None,
+                "mean_drop": round(float(self.drops) / self.n, 4) if self.n else None,
                 "e_value": round(math.exp(min(self.fire.log_wealth, 700.0)), 4),
                 "e_value_cleared": round(math.exp(min(self.clear.log_wealth, 700.0)), 4),
                 "settled": self.settled, "settled_at_item": self.at_item,
@@ -205,3 +205,39 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
     first = np.where(settled.any(axis=1), settled.argmax(axis=1), len(looks) - 1)
     items = looks[first] + 1
     return items, fired[np.arange(r), first]
+
+
+def draw_drops(rng: Any, runs: int, items: int, per_item: int, accuracy: float, discordance: float, icc: float,
+               drop: float, concentrated: bool = False) -> Any:
+    """Items' drops of ``runs`` seeded runs of a design (``items`` items, ``per_item`` paired trials each).
+
+    The compared run's item propensities are Beta with mean ``accuracy`` and intra-item correlation ``icc``; each
+    trial is right when a uniform falls under its item's propensity; the candidate re-draws that uniform with the
+    probability that makes two runs of an unchanged model disagree on ``discordance`` of the pairs. A diffuse drop
+    lowers every propensity by ``drop``; a concentrated one breaks ``drop / accuracy`` of the items whole.
+    """
+    import numpy as np
+
+    rho = min(max(icc, 1e-3), 0.999)
+    ab = (1 - rho) / rho
+    p = rng.beta(accuracy * ab, (1 - accuracy) * ab, size=(runs, items, 1))
+    u = rng.random((runs, items, per_item))
+    redraw = min(1.0, discordance / max(2 * accuracy * (1 - accuracy), 1e-9))
+    v = np.where(rng.random(u.shape) < redraw, rng.random(u.shape), u)
+    before = u < p
+    if concentrated:
+        broken = rng.random((runs, items, 1)) < min(1.0, drop / max(accuracy, 1e-9))
+        now = (v < p) & ~broken
+    else:
+        now = v < np.clip(p - drop, 0.0, 1.0)
+    return (before.astype(float) - now).mean(axis=2)
+
+
+def decision_cost(items_at: Any, per_item: float, dollars_per_request: float) -> dict[str, float]:
+    """Mean and 95th-percentile requests and dollars to a decision, from the items each run decided at."""
+    import numpy as np
+
+    requests = np.asarray(items_at, dtype=float) * per_item
+    mean, p95 = float(requests.mean()), float(np.percentile(requests, 95))
+    return {"requests_mean": round(mean), "requests_p95": round(p95),
+            "usd_mean": round(mean * dollars_per_request, 2), "usd_p95": round(p95 * dollars_per_request, 2)}

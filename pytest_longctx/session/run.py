@@ -100,6 +100,9 @@ def _finish(session: pytest.Session) -> None:
                              if isinstance(e, Evidence))
     record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
     decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
+    from pytest_longctx.session.sequential import apply as apply_sequential
+
+    apply_sequential(config, record)  # --longctx-sequential: the alarms' verdicts are the e-processes'
     if settings.plan:
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
