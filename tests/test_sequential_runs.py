@@ -74,6 +74,8 @@ def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pyte
     ((), "needs --longctx-compare"),
     (("--longctx-compare", "{prod}", "--longctx-threshold", "experiment=lrt:min=0.5"), "pooled max-drop alarm"),
     (("--longctx-compare", "{prod}", *ALARM, "--longctx-batch"), "cannot be combined with --longctx-batch"),
+    (("--longctx-budget", "-3"), "--longctx-budget: expected a positive amount of dollars"),
+    (("--longctx-budget", "lots"), "--longctx-budget: expected dollars such as 50"),
 ])
 def test_sequential_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...],
                                 words: str) -> None:
@@ -85,3 +87,12 @@ def test_sequential_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.
         "--longctx-sequential", *(a.format(prod=prod) for a in args), timeout=120)
     assert result.ret == 4
     assert words in result.stderr.str()
+
+
+def test_a_budget_stops_the_run_with_its_reason(pytester: pytest.Pytester, api: Any) -> None:
+    api(Graded("claude-prod=0.85,seed=1"))
+    code, record, out = run(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5")
+    assert code == 2, out  # stopped: the verdicts were not reached
+    assert record["stopped"].startswith("--longctx-budget: $0.5") and "the budget is $0.50" in record["stopped"]
+    assert 0 < len(record["trials"]) < 400
+    assert all(t["outcome"] != "error" for t in record["trials"])
