@@ -224,6 +224,9 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
         return
     answered = sum(1 for t in record.get("trials", []) if t.get("outcome") != "error")
     record["sequential"] = seq.to_json(answered)
+    if seq.stopped is not None:
+        config.stash[RUN_KEY].notes.append(f"stopped early: {seq.stopped}; {answered:,} trials answered, the "
+                                           "rest skipped (see 'sequential' in the record)")
     gate = record.get("gate") or {}
     for check in gate.get("checks", []):
         alarm = seq.alarms.get(check.get("threshold"))
