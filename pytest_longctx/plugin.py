@@ -52,6 +52,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve(config)
         check_settings(settings)
+        from pytest_longctx.session.sequential import check as check_sequential
+
+        check_sequential(settings)
     except UsageError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SETTINGS_KEY] = settings
@@ -86,6 +89,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if _needs_model_process(config):
         _check_gate_inputs(config, settings)
         _check_cache_dir(settings)
+        from pytest_longctx.session.sequential import start as start_sequential
+
+        start_sequential(config)  # --longctx-sequential: the alarms' e-processes, over the compared run's items
         if settings.plan_out is not None:  # this run's planned requests only, not the last run's as well
             settings.plan_out.parent.mkdir(parents=True, exist_ok=True)
             settings.plan_out.write_text("", encoding="utf-8")
@@ -195,6 +201,15 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
     return report
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--longctx-sequential: every process collects sample group by sample group (after experiments' own edits)."""
+    if SETTINGS_KEY in config.stash:
+        from pytest_longctx.session.sequential import reorder
+
+        reorder(config, items)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Without xdist, shared services start only when longctx tests were collected.
 
@@ -219,6 +234,9 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             raise pytest.UsageError(str(exc)) from None
         if refused is not None:  # before any service starts: nothing is sent
             raise pytest.UsageError(refused)
+        from pytest_longctx.session.sequential import set_groups
+
+        set_groups(session.config, [item.nodeid for item in session.items])
         _start_services(session.config)
 
 
@@ -283,6 +301,12 @@ class _XdistHooks:
             workers = config.stash[SHARED_KEY].workers
             config.stash[RUN_KEY].display.say(f"{workers} workers start, collect the experiments and build their "
                                               "conditions (files, contexts, question sets) ...")
+
+    def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
+        """The controller does not collect: the first worker's collection gives the sample groups."""
+        from pytest_longctx.session.sequential import set_groups
+
+        set_groups(node.config, list(ids))  # type: ignore[attr-defined]
 
     def pytest_configure_node(self, node: object) -> None:
         config: pytest.Config = node.config  # type: ignore[attr-defined]
@@ -414,7 +438,8 @@ class _Controller:
         usage_error = next((str(v) for k, v in report.user_properties if k == USAGE_KEY), None)
         if usage_error is not None and state.usage_error is None:
             self._usage_error(usage_error)
-        for record in records_of(report.user_properties):
+        records = records_of(report.user_properties)
+        for record in records:
             state.aggregator.add(record)
             state.display.outcome(str(record["outcome"]))
             if record.get("fatal") and state.stop_reason is None:
@@ -433,6 +458,9 @@ class _Controller:
                 model = (value.get("trial") or {}).get("model")  # several models: the design is each model's
                 if model in (None, self.config.stash[SETTINGS_KEY].model.spec):
                     state.plan_evidence.add(value)
+        from pytest_longctx.session.sequential import on_report
+
+        on_report(self.config, report, records)  # --longctx-budget; --longctx-sequential: look, maybe stop
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
         if settled and "longctx" in report.keywords:  # one progress line for the whole run
             total = self.session.testscollected if self.session is not None else 0

@@ -16,6 +16,7 @@ import os
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -163,6 +164,9 @@ class Dispatcher:
         self._lock = threading.RLock()  # re-entrant: cancel() may run in a signal handler on a thread inside it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
+        #: The sequential gate's window: how many requests may have started by now (None: no limit).
+        self.allowance: Callable[[], int] | None = None
+        self._started = 0
 
     def prepare(self) -> list[dict[str, Any]]:
         """Write keys.txt (every planned key) and return the entries that still need sending."""
@@ -254,8 +258,11 @@ class Dispatcher:
 
     async def _one(self, entry: dict[str, Any]) -> None:
         key = entry["key"]
+        while self.allowance is not None and self.cancelled is None and self._started >= self.allowance():
+            await asyncio.sleep(0.01)  # the sequential gate has not looked far enough yet (its window)
         if self.cancelled is not None:  # checked right before sending: nothing starts after cancel()
             return
+        self._started += 1
         if self._fatal is not None:
             write_error(self.work, key, self._fatal, True)
             return

@@ -34,6 +34,11 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
 
             for line in power_lines(record["plan"]["power"]):
                 tr.write_line(line)
+        if (record["plan"].get("sequential") or {}).get("alarms"):
+            from pytest_longctx.results.sequential_plan import plan_lines
+
+            for line in plan_lines(record["plan"]["sequential"]):
+                tr.write_line(line)
     cells = record["cells"]
     if not cells:
         _footer(tr, state)

@@ -83,6 +83,11 @@ OPTIONS: tuple[OptionDef, ...] = (
               f"the effective context length (default: {DEFAULT_THRESHOLD}, RULER's bar)"),
     OptionDef("detect", None, "with --longctx-plan: also print the samples and the cost needed to detect a drop "
               "of this size (e.g. 0.03) with power 0.8 (default: none)"),
+    OptionDef("sequential", "false", "with --longctx-compare and max-drop alarm thresholds: run sample by sample "
+              "and stop once every alarm is settled (an anytime-valid betting e-process over items' paired drops; "
+              "see docs/ci-gating.md, 'Stopping early') (default: false)", bare="true"),
+    OptionDef("budget", None, "stop the run (exit 2, recorded) once its requests cost this many dollars at list "
+              "prices; with --longctx-plan, say what that budget can detect (default: none)"),
     OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
     OptionDef("compare-partial", "false", "accept a partial --longctx-compare record (a stopped run, another seed "
               "or protocol, or one lacking some of this run's cells) instead of refusing it at start-up; every "
@@ -160,6 +165,9 @@ class Settings:
         return len(self.models) > 1
     #: --longctx-compare-partial: a partial compared run is accepted (and said in every verdict), not refused
     compare_partial: bool = False
+    #: --longctx-sequential and --longctx-budget (``session/sequential.py``)
+    sequential: bool = False
+    budget: float | None = None
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -185,6 +193,8 @@ class Settings:
             "alpha": self.alpha,
             "effective_accuracy": self.effective_accuracy,
             **({"models": [m.spec for m in self.models]} if self.several else {}),
+            "sequential": self.sequential,
+            "budget": self.budget,
         }
 
 
@@ -415,7 +425,22 @@ def resolve(config: pytest.Config) -> Settings:
         rootdir=rootdir,
         models=models,
         compare_partial=_bool(by["compare-partial"], raw["compare-partial"]),
+        sequential=_bool(by["sequential"], raw["sequential"]),
+        budget=_dollars(by["budget"], raw["budget"]),
     )
+
+
+def _dollars(opt: OptionDef, value: str | None) -> float | None:
+    """A positive amount of dollars (``12``, ``12.50`` or ``$12``); a one-line usage error otherwise."""
+    if value is None:
+        return None
+    try:
+        number = float(str(value).strip().lstrip("$").replace(",", ""))
+    except ValueError:
+        raise UsageError(f"{opt.flag}: expected dollars such as 50 or 12.50, got {value!r}") from None
+    if not number > 0 or number != number or number == float("inf"):
+        raise UsageError(f"{opt.flag}: expected a positive amount of dollars such as 50, got {value!r}")
+    return number
 
 
 def _rate(opt: OptionDef, value: str | None, example: str) -> float:

@@ -109,6 +109,9 @@ def _finish(session: pytest.Session) -> None:
         if record["stopped"] is None and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
             record["stopped"] = "pytest internal error"  # not a complete run: recorded beside the last complete one
         decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
+    from pytest_longctx.session.sequential import apply as apply_sequential
+
+    apply_sequential(config, record)  # --longctx-sequential: the alarms' verdicts are the e-processes'
     if settings.plan:
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
@@ -193,6 +196,11 @@ def _plan_power(record: dict[str, Any], settings: Settings, state: Any, declared
     record["plan"]["power"] = plan_power(
         state.plan_evidence, declared, settings.thresholds, settings.alpha, getattr(state, "baseline", None),
         settings.detect, cost)
+    from pytest_longctx.results.sequential_plan import plan_sequential
+
+    record["plan"]["sequential"] = plan_sequential(  # per max-drop alarm: requests and dollars to a decision
+        state.plan_evidence, declared, settings.thresholds, settings.alpha, getattr(state, "baseline", None),
+        settings.detect, settings.budget, cost, settings.seed)
 
 
 class DecideSettings(Protocol):

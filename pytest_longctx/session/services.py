@@ -93,6 +93,9 @@ def start_prefetch(config: pytest.Config) -> None:
         backend = build_backend(s.model, context_window=s.context_window, **options)
         dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
         state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
+        from pytest_longctx.session.sequential import allowance
+
+        dispatcher.allowance = allowance(config)  # --longctx-sequential: a window ahead of the reported tests
     state.display.say("planning the run in a child process (every request built, none sent by it); "
                       + ("then the uncached ones go out as Message Batches" if s.batch else
                          f"the uncached ones go out as they are planned, {s.max_concurrency} in flight"))

@@ -1,0 +1,243 @@
+"""The sequential gate's statistic: betting e-processes over items' paired differences, valid at every look.
+
+Each completed item contributes one value: its *drop*, the compared run's accuracy minus this run's over the item's
+paired trials (in [-1, 1]). Items arrive in the run's seeded order (the experiments' seeded draw of items by sample
+index), so their drops are independent draws with one mean, the pooled drop. For a ``max-drop=X`` alarm two
+betting e-processes run side by side (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables
+by betting", JRSS-B; bets by aGRAPA, their approximate growth-rate-adaptive plug-in, capped at half the largest
+safe bet):
+
+* ``fire``: against "the drop is at most X". Wealth ``K = prod(1 + lam_i (x_i - X))``; under that null it is a
+  non-negative supermartingale, so by Ville's inequality it ever reaches ``1 / a`` with probability at most ``a``,
+  however often it is looked at (and however a run is continued: a re-run with more samples over a cached run
+  continues the same sequence, its first items answered from the cache). The alarm fires (fail) when it does.
+* ``clear``: against "the drop is at least X + D" (D: ``--longctx-detect``, else 0.05): reaching ``1 / b`` shows
+  the drop is below X + D, so the alarm is settled as a pass. A drop of X + D or more is cleared wrongly at most
+  ``b`` of the time (the power this costs at the design's drop); smaller drops are not promised to be seen.
+
+A threshold is *settled* when it fired, cleared, or can no longer fire within the planned design (even if every
+remaining item dropped by 1 at the largest bet the wealth could not reach ``1 / a``). The run stops once every
+threshold is settled. Levels: ``a = alpha / m`` over the gate's ``m`` sequential alarms (Bonferroni, which needs
+no order among them) and ``b = FUTILITY / m``.
+
+:func:`simulate` runs the same rule over many seeded runs at once (numpy), for the plan and the benchmark.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+#: The total rate at which a drop of X + D is wrongly cleared (split over the alarms like alpha).
+FUTILITY = 0.10
+#: The drop beyond the margin the clearing bets against when --longctx-detect is not given.
+DEFAULT_DETECT = 0.05
+#: Bets are capped at this share of the largest bet that keeps the wealth positive (Waudby-Smith & Ramdas' c).
+CAP = 0.5
+
+
+def _bet(total: float, squares: float, n: int, prior: float, null: float, limit: float) -> float:
+    """aGRAPA: ``(mu - null) / (var + (mu - null)^2)`` from the values so far (shrunk to a prior worth one value),
+    clipped to ``[0, limit]`` (a one-sided bet: only in the direction that disproves the null)."""
+    mean = (total + prior) / (n + 1)
+    var = max((squares + prior * prior) / (n + 1) - mean * mean, 0.0) + 1.0 / (4 * (n + 1))
+    edge = mean - null
+    if edge <= 0:
+        return 0.0
+    return min(edge / (var + edge * edge), limit)
+
+
+@dataclass
+class Wealth:
+    """One betting e-process for the mean of values in [-1, 1]: ``sign`` +1 bets that the mean exceeds ``null``,
+    -1 that it falls short of it."""
+
+    null: float
+    sign: int
+    prior: float
+    log_wealth: float = 0.0
+    n: int = 0
+    _total: float = 0.0
+    _squares: float = 0.0
+
+    @property
+    def limit(self) -> float:
+        """The largest bet: ``CAP`` times the one that would ruin on the worst value."""
+        worst = 1 + self.null if self.sign > 0 else 1 - self.null
+        return CAP / max(worst, 1e-9)
+
+    def add(self, value: float) -> None:
+        v = self.sign * value
+        lam = _bet(self._total, self._squares, self.n, self.sign * self.prior, self.sign * self.null, self.limit)
+        self.log_wealth += math.log1p(lam * (v - self.sign * self.null))
+        self.n += 1
+        self._total += v
+        self._squares += v * v
+
+    def best_gain(self) -> float:
+        """The most the log-wealth can grow on one value (the largest bet, the value most against the null)."""
+        best = 1 - self.null if self.sign > 0 else 1 + self.null
+        return math.log1p(self.limit * best)
+
+
+@dataclass
+class AlarmSequence:
+    """A ``max-drop=X`` alarm watched item by item: fire / clear wealths and the verdict once settled."""
+
+    threshold: str
+    margin: float
+    detect: float
+    level: float
+    futility: float
+    planned: int
+    fire: Wealth = field(init=False)
+    clear: Wealth = field(init=False)
+    settled: str | None = None  # "fired" | "cleared" | "cannot fire"
+    at_item: int | None = None
+    drops: float = 0.0
+
+    def __post_init__(self) -> None:
+        self.fire = Wealth(self.margin, +1, prior=self.margin)
+        self.clear = Wealth(min(self.margin + self.detect, 1.0), -1, prior=self.margin)
+
+    @property
+    def n(self) -> int:
+        return self.fire.n
+
+    def add(self, drop: float) -> None:
+        """One more item's drop (candidate's accuracy below the compared run's, in [-1, 1])."""
+        if not -1.0 <= drop <= 1.0:
+            raise ValueError(f"an item's drop is within [-1, 1], got {drop}")
+        self.fire.add(drop)
+        self.clear.add(drop)
+        self.drops += drop
+
+    def look(self) -> str | None:
+        """Check after a group of items: the verdict once settled (kept from then on)."""
+        if self.settled is not None:
+            return self.settled
+        remaining = max(self.planned - self.n, 0)
+        if self.fire.log_wealth >= math.log(1 / self.level):
+            self.settled = "fired"
+        elif self.clear.log_wealth >= math.log(1 / self.futility):
+            self.settled = "cleared"
+        elif self.fire.log_wealth + remaining * self.fire.best_gain() < math.log(1 / self.level):
+            self.settled = "cannot fire"
+        if self.settled is not None:
+            self.at_item = self.n
+        return self.settled
+
+    def to_json(self) -> dict[str, Any]:
+        return {"threshold": self.threshold, "margin": self.margin, "detect": self.detect,
+                "level": self.level, "futility": self.futility, "items": self.n, "planned_items": self.planned,
+                "mean_drop": round(float(self.drops) / self.n, 4) if self.n else None,
+                "e_value": round(math.exp(min(self.fire.log_wealth, 700.0)), 4),
+                "e_value_cleared": round(math.exp(min(self.clear.log_wealth, 700.0)), 4),
+                "settled": self.settled, "settled_at_item": self.at_item,
+                "verdict": "fail" if self.settled == "fired" else "pass"}
+
+    def words(self) -> str:
+        e = math.exp(min(self.fire.log_wealth, 700.0))
+        said = f"sequential: {self.n} items, mean drop {self.drops / max(self.n, 1):+.3f}, e-value {e:.3g}"
+        if self.settled == "fired":
+            return f"{said} >= 1/{self.level:.3g}: shown larger than {self.margin:g} after {self.at_item} items"
+        if self.settled == "cleared":
+            return (f"{said}: shown below {self.margin + self.detect:g} (clearing e-value >= 1/{self.futility:.3g}) "
+                    f"after {self.at_item} items, so it cannot be a drop of {self.margin + self.detect:g}")
+        if self.settled == "cannot fire":
+            return f"{said}: cannot reach 1/{self.level:.3g} within the {self.planned} planned items"
+        return f"{said} < 1/{self.level:.3g}: not shown larger than {self.margin:g} (not settled)"
+
+
+def levels(alpha: float, alarms: int) -> tuple[float, float]:
+    """Each alarm's firing and clearing levels: Bonferroni over the ``alarms`` sequential alarms."""
+    m = max(alarms, 1)
+    return alpha / m, FUTILITY / m
+
+
+def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
+    """Per item (cluster): the compared run's accuracy minus this run's over its paired trials.
+
+    ``pairs``: ``(cluster, now correct, before correct)`` for each paired trial.
+    """
+    sums: dict[str, list[int]] = {}
+    for cluster, now, before in pairs:
+        s = sums.setdefault(cluster, [0, 0])
+        s[0] += int(before) - int(now)
+        s[1] += 1
+    return {c: s[0] / s[1] for c, s in sorted(sums.items())}
+
+
+def simulate(item_drops: Any, margin: float, detect: float, level: float, futility: float,
+             group: int = 1) -> tuple[Any, Any]:
+    """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in run order; looks come
+    after every ``group`` items. Returns (items at the decision, fired) per run; a run never settled decides at N.
+
+    The same bets as :class:`AlarmSequence` (vectorised: running sums give each item's predictable bet).
+    """
+    import numpy as np
+
+    x = np.asarray(item_drops, dtype=float)
+    r, n = x.shape
+    count = np.arange(n, dtype=float)  # values before item i
+    before = np.concatenate([np.zeros((r, 1)), np.cumsum(x, axis=1)[:, :-1]], axis=1)
+    before_sq = np.concatenate([np.zeros((r, 1)), np.cumsum(x * x, axis=1)[:, :-1]], axis=1)
+
+    def log_wealth(sign: int, null: float) -> Any:
+        v, s, s2, p, m0 = sign * x, sign * before, before_sq, sign * margin, sign * null
+        mean = (s + p) / (count + 1)
+        var = np.maximum((s2 + p * p) / (count + 1) - mean**2, 0.0) + 1.0 / (4 * (count + 1))
+        edge = mean - m0
+        worst = 1 + null if sign > 0 else 1 - null
+        lam = np.clip(np.where(edge > 0, edge / (var + edge**2), 0.0), 0.0, CAP / max(worst, 1e-9))
+        return np.cumsum(np.log1p(lam * (v - m0)), axis=1)
+
+    fire = log_wealth(+1, margin)
+    clear = log_wealth(-1, min(margin + detect, 1.0))
+    looks = np.unique(np.minimum(np.arange(group, n + group, group), n)) - 1
+    worst_gain = math.log1p(CAP / (1 + margin) * (1 - margin))
+    remaining = (n - 1 - looks)[None, :]
+    f, c = fire[:, looks], clear[:, looks]
+    fired = f >= math.log(1 / level)
+    settled = fired | (c >= math.log(1 / futility)) | (f + remaining * worst_gain < math.log(1 / level))
+    first = np.where(settled.any(axis=1), settled.argmax(axis=1), len(looks) - 1)
+    items = looks[first] + 1
+    return items, fired[np.arange(r), first]
+
+
+def draw_drops(rng: Any, runs: int, items: int, per_item: int, accuracy: float, discordance: float, icc: float,
+               drop: float, concentrated: bool = False) -> Any:
+    """Items' drops of ``runs`` seeded runs of a design (``items`` items, ``per_item`` paired trials each).
+
+    The compared run's item propensities are Beta with mean ``accuracy`` and intra-item correlation ``icc``; each
+    trial is right when a uniform falls under its item's propensity; the candidate re-draws that uniform with the
+    probability that makes two runs of an unchanged model disagree on ``discordance`` of the pairs. A diffuse drop
+    lowers every propensity by ``drop``; a concentrated one breaks ``drop / accuracy`` of the items whole.
+    """
+    import numpy as np
+
+    rho = min(max(icc, 1e-3), 0.999)
+    ab = (1 - rho) / rho
+    p = rng.beta(accuracy * ab, (1 - accuracy) * ab, size=(runs, items, 1))
+    u = rng.random((runs, items, per_item))
+    redraw = min(1.0, discordance / max(2 * accuracy * (1 - accuracy), 1e-9))
+    v = np.where(rng.random(u.shape) < redraw, rng.random(u.shape), u)
+    before = u < p
+    if concentrated:
+        broken = rng.random((runs, items, 1)) < min(1.0, drop / max(accuracy, 1e-9))
+        now = (v < p) & ~broken
+    else:
+        now = v < np.clip(p - drop, 0.0, 1.0)
+    return (before.astype(float) - now).mean(axis=2)
+
+
+def decision_cost(items_at: Any, per_item: float, dollars_per_request: float) -> dict[str, float]:
+    """Mean and 95th-percentile requests and dollars to a decision, from the items each run decided at."""
+    import numpy as np
+
+    requests = np.asarray(items_at, dtype=float) * per_item
+    mean, p95 = float(requests.mean()), float(np.percentile(requests, 95))
+    return {"requests_mean": round(mean), "requests_p95": round(p95),
+            "usd_mean": round(mean * dollars_per_request, 2), "usd_p95": round(p95 * dollars_per_request, 2)}

@@ -1,0 +1,259 @@
+"""The sequential gate on the controller: look after each completed sample group, stop once every alarm is settled.
+
+``--longctx-sequential`` with ``--longctx-compare`` and pooled ``max-drop`` alarm thresholds: tests run sample by
+sample (:mod:`~pytest_longctx.dispatch.ordering`); when every test of the next sample index has reported (the
+controller sees every report, with or without xdist), its trials are paired with the compared run and each item's
+drop feeds every alarm's e-processes (:mod:`~pytest_longctx.results.sequential`). Once every alarm is settled the
+run stops: the prefetch dispatcher is cancelled and the stop file is written, so a test whose answer is not already
+there ends skipped with the reason; answers already received are used and recorded. The run then ends normally:
+the gate's verdicts are the sequential ones (exit 10 when an alarm fired) and ``record["sequential"]`` says where
+and why it stopped. Prefetch is kept a window ahead of the reported tests, so a stop leaves little paid for nothing.
+
+``--longctx-budget DOLLARS`` (any run) stops the run as interrupted (exit 2) once its requests cost that much.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_longctx.errors import UsageError
+from pytest_longctx.results.sequential import DEFAULT_DETECT, AlarmSequence, item_drops, levels
+from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
+from pytest_longctx.session.options import Settings
+
+
+@dataclass
+class SeqRun:
+    """The controller's sequential state: tests per sample group, reports so far, the alarms' e-processes."""
+
+    alarms: dict[str, AlarmSequence]
+    thresholds: list[Any]
+    baseline: list[dict[str, Any]]
+    sizes: dict[int, int] | None = None
+    done: Counter[int] = field(default_factory=Counter)
+    pending: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    looked: list[dict[str, Any]] = field(default_factory=list)
+    groups_done: int = 0
+    reported: int = 0
+    window: int = 64
+    stopped: str | None = None
+    declared: dict[str, Any] | None = None
+    #: per alarm, the items already fed to its e-process: an item asked in several sample groups (qa's incomplete
+    #: blocks put a question at different sample indexes in different cells) counts once, from the first group
+    #: that holds it, so the e-process's observations stay one per independent item
+    fed: dict[str, set[str]] = field(default_factory=dict)
+
+    def to_json(self, trials: int) -> dict[str, Any]:
+        return {"stopped": self.stopped is not None, "reason": self.stopped, "groups_completed": self.groups_done,
+                "groups_planned": len(self.sizes or {}), "trials_answered": trials, "window": self.window,
+                "alarms": [a.to_json() for a in self.alarms.values()]}
+
+
+@dataclass
+class Spend:
+    """What the run's requests cost so far (list prices; prompt-cache reads counted as plain input)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+
+
+SEQ_KEY = pytest.StashKey[SeqRun]()
+SPEND_KEY = pytest.StashKey[Spend]()
+
+
+def check(s: Settings) -> None:
+    """A one-line usage error for a sequential gate that cannot run."""
+    if not s.sequential or s.plan:
+        return
+    if s.compare is None:
+        raise UsageError("--longctx-sequential: needs --longctx-compare PATH (the run it pairs items with)")
+    if not s.thresholds or any(t.kind != "max-drop" or t.reading != "alarm" or t.each for t in s.thresholds):
+        raise UsageError("--longctx-sequential: every --longctx-threshold must be a pooled max-drop alarm such as "
+                         "'experiment=lrt:max-drop=0'; drop the others or --longctx-sequential")
+    if s.several:
+        raise UsageError("--longctx-sequential: gates one candidate against --longctx-compare; run one "
+                         "--longctx-model at a time, or drop --longctx-sequential")
+    if s.batch:
+        raise UsageError("--longctx-sequential: cannot be combined with --longctx-batch (a batch is sent whole); "
+                         "drop one of them")
+
+
+def start(config: pytest.Config) -> None:
+    """Controller, after the compared run is read: one e-process pair per alarm threshold."""
+    s = config.stash[SETTINGS_KEY]
+    baseline = config.stash[RUN_KEY].baseline
+    if not s.sequential or s.plan or baseline is None:
+        return
+    a, b = levels(s.alpha, len(s.thresholds))
+    detect = s.detect if s.detect is not None else DEFAULT_DETECT
+    trials = [t for t in baseline.get("trials", []) if t.get("outcome") != "error"]
+    alarms = {}
+    for t in s.thresholds:
+        planned = len({str(x.get("cluster")) for x in trials if t.matches(x["experiment"], x["params"])})
+        alarms[t.text] = AlarmSequence(t.text, t.value, detect, a, b, planned=max(planned, 1))
+    config.stash[SEQ_KEY] = SeqRun(alarms, list(s.thresholds), list(baseline.get("trials", [])),
+                                   window=max(4 * s.max_concurrency, 32))
+
+
+def reorder(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every process: collect sample group by sample group (the same order everywhere)."""
+    if not config.stash[SETTINGS_KEY].sequential:
+        return
+    from pytest_longctx.dispatch.ordering import by_sample
+    from pytest_longctx.session.identity import SAMPLE_ARG
+
+    items[:] = by_sample(items, SAMPLE_ARG)
+
+
+def set_groups(config: pytest.Config, nodeids: list[str]) -> None:
+    """Controller: the tests of each sample group (from the collection, or the first xdist worker's)."""
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None or seq.sizes is not None:
+        return
+    from pytest_longctx.dispatch.ordering import group_sizes
+
+    seq.sizes = group_sizes(nodeids)
+    seq.window = max(seq.window, 2 * max(seq.sizes.values(), default=0))
+
+
+def allowance(config: pytest.Config) -> Any:
+    """For the prefetch dispatcher: how many requests it may have started (None: no limit)."""
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None:
+        return None
+    return lambda: seq.reported + seq.window
+
+
+def on_report(config: pytest.Config, report: pytest.TestReport, records: list[dict[str, Any]]) -> None:
+    """Controller, every report: the budget, then the sequential looks."""
+    _budget(config, records)
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None or "longctx" not in report.keywords:
+        return
+    if not (report.when == "call" or (report.when == "setup" and not report.passed)):
+        return
+    from pytest_longctx.dispatch.ordering import sample_of_nodeid
+
+    seq.reported += 1
+    sample = sample_of_nodeid(report.nodeid)
+    if sample is None or seq.sizes is None or seq.stopped is not None:
+        return  # (after a stop the groups' counts stay where the decision was made)
+    seq.done[sample] += 1
+    seq.pending.setdefault(sample, []).extend(records)
+    order = list(seq.sizes)
+    new: list[int] = []
+    while seq.groups_done < len(order) and seq.done[order[seq.groups_done]] >= seq.sizes[order[seq.groups_done]]:
+        new.append(order[seq.groups_done])
+        seq.groups_done += 1
+    if new:
+        _look(config, seq, new)
+
+
+def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
+    from pytest_longctx.results.evidence import DEFAULT, cluster_of
+    from pytest_longctx.results.pairing import pair_runs
+
+    if seq.declared is None:
+        seq.declared = _declared(config)
+    for g in groups:
+        seq.looked.extend(seq.pending.pop(g, []))
+    pairs = [(a, b) for _, a, b in pair_runs(seq.looked, seq.baseline).pairs if a["sample"] in set(groups)]
+    for g in groups:
+        for t in seq.thresholds:
+            mine = [(cluster_of(a, seq.declared.get(a["experiment"], DEFAULT)), a["outcome"] == "correct",
+                     b["outcome"] == "correct") for a, b in pairs if a["sample"] == g and t.matches(a["experiment"],
+                                                                                                  a["params"])]
+            fed = seq.fed.setdefault(t.text, set())
+            for item, drop in sorted(item_drops(mine).items()):  # the same order whatever the reports' order
+                if item not in fed:
+                    fed.add(item)
+                    seq.alarms[t.text].add(drop)
+    verdicts = [alarm.look() for alarm in seq.alarms.values()]
+    if all(v is not None for v in verdicts):
+        items = max(a.n for a in seq.alarms.values())
+        fired = sum(v == "fired" for v in verdicts)
+        reason = (f"sequential gate settled after {seq.groups_done} of {len(seq.sizes or {})} sample groups "
+                  f"({items} items): {fired} of {len(verdicts)} alarms fired")
+        _stop(config, seq, reason)
+
+
+def _declared(config: pytest.Config) -> dict[str, Any]:
+    from pytest_longctx.results.evidence import Evidence, by_experiment
+    from pytest_longctx.session.contrib import call_each, flat
+
+    notes = config.stash[RUN_KEY].notes
+    return by_experiment(e for e in flat(call_each(config, "pytest_longctx_evidence", notes))
+                         if isinstance(e, Evidence))
+
+
+def _stop(config: pytest.Config, seq: SeqRun, reason: str) -> None:
+    """Nothing more is sent: prefetch cancelled, the stop file written; the run itself ends normally."""
+    seq.stopped = reason
+    state = config.stash[RUN_KEY]
+    if state.dispatcher is not None:
+        state.dispatcher.cancel(reason)
+    stop_file = config.stash[SHARED_KEY].stop_file
+    if stop_file:
+        try:
+            Path(stop_file).parent.mkdir(parents=True, exist_ok=True)
+            Path(stop_file).write_text(reason, encoding="utf-8")
+        except OSError as exc:
+            state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
+    state.display.say(f"longctx: {reason}; the remaining trials are skipped")
+
+
+def _budget(config: pytest.Config, records: list[dict[str, Any]]) -> None:
+    s = config.stash[SETTINGS_KEY]
+    if s.budget is None:
+        return
+    spend = config.stash.setdefault(SPEND_KEY, Spend())
+    for r in records:
+        spend.input_tokens += int(r.get("paid_input_tokens", 0))
+        spend.output_tokens += int(r.get("paid_output_tokens", 0))
+    state = config.stash[RUN_KEY]
+    tokens = (spend.input_tokens, spend.output_tokens)
+    if state.dispatcher is not None:  # prefetch pays ahead of the tests: count what it received
+        p = state.dispatcher.progress
+        tokens = (max(tokens[0], p.input_tokens), max(tokens[1], p.output_tokens))
+    spent = (tokens[0] * s.model.profile.input_price + tokens[1] * s.model.profile.output_price) / 1e6
+    if spent >= s.budget and state.stop_reason is None:
+        from pytest_longctx.session.stopping import request_stop
+
+        request_stop(config, f"--longctx-budget: ${spent:,.2f} spent, the budget is ${s.budget:,.2f}")
+
+
+def apply(config: pytest.Config, record: dict[str, Any]) -> None:
+    """The finished run's gate: each alarm's verdict is its sequential one (the fixed-design reading kept beside)."""
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None or config.stash[SETTINGS_KEY].plan:
+        return
+    answered = sum(1 for t in record.get("trials", []) if t.get("outcome") != "error")
+    record["sequential"] = seq.to_json(answered)
+    if seq.stopped is not None:
+        config.stash[RUN_KEY].notes.append(f"stopped early: {seq.stopped}; {answered:,} trials answered, the "
+                                           "rest skipped (see 'sequential' in the record)")
+    gate = record.get("gate") or {}
+    for check in gate.get("checks", []):
+        alarm = seq.alarms.get(check.get("threshold"))
+        if alarm is None or check.get("verdict") in ("error", "too-few"):
+            continue
+        check["fixed"] = {"verdict": check["verdict"], "words": check.get("words"),
+                          "p_adjusted": check.get("p_adjusted")}
+        check["sequential"] = alarm.to_json()
+        check["verdict"] = "fail" if alarm.settled == "fired" else "pass"
+        check["words"] = alarm.words()
+    if gate.get("checks"):
+        from pytest_longctx.results.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
+
+        counts = dict.fromkeys(VERDICTS, 0)
+        for check in gate["checks"]:
+            counts[check["verdict"]] += 1
+        gate["counts"] = counts
+        gate["status"] = "error" if gate.get("errors") else "fail" if counts["fail"] else "pass"
+        gate["exit_code"] = {"error": GATE_ERROR_EXIT_CODE, "fail": GATE_EXIT_CODE}.get(gate["status"], 0)
+        gate["sequential"] = True
