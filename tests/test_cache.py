@@ -16,7 +16,8 @@ import pytest
 from pytest_longctx.backends.base import Completion, Message, Request, request_key
 from pytest_longctx.backends.fake import FakeBackend, Oracle
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.client import ModelClient, Planned
+from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx.dispatch.skips import Planned
 from pytest_longctx.errors import BackendError, NotCachedError
 
 KEY = "ab" + "0" * 62

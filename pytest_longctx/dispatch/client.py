@@ -11,12 +11,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import pytest
-
 from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, request_key
 from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.dispatch.skips import Planned, RunStopped
 from pytest_longctx.errors import NotCachedError
 
 if TYPE_CHECKING:
@@ -25,29 +24,6 @@ if TYPE_CHECKING:
 
 #: Shared prefixes whose token counts a plan remembers before it forgets them and starts again.
 _MAX_PREFIXES = 100_000
-
-
-class Planned(pytest.skip.Exception):  # type: ignore[name-defined,misc]
-    """Raised in plan mode instead of sending a request; carries what would have been sent.
-
-    A skip, not an error: pytest then reports it without formatting a traceback (which cost ~70% of a
-    plan run), and an eval's ``except Exception`` around ``ask`` cannot swallow it.
-    """
-
-    def __init__(self, entry: dict[str, Any]) -> None:
-        super().__init__("longctx plan: request recorded, not sent", _use_item_location=True)
-        self.entry = entry
-
-
-class RunStopped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
-    """The run stopped (SIGINT, -x, a fatal error) before this test's request was answered or sent.
-
-    Not a trial result, so a skip (like :class:`Planned`): the record holds what finished, and says why it stopped.
-    """
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(f"longctx: the run stopped before this request was answered ({reason})",
-                         _use_item_location=True)
 
 
 @dataclass

@@ -23,9 +23,9 @@ from typing import Any
 
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.client import RunStopped
 from pytest_longctx.dispatch.lanes import LaneQueue
 from pytest_longctx.dispatch.plan import read_plan
+from pytest_longctx.dispatch.skips import RunStopped
 from pytest_longctx.errors import BackendError, FatalBackendError
 from pytest_longctx.util.fsutil import atomic_write_text
 

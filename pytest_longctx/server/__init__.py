@@ -9,6 +9,7 @@ from __future__ import annotations
 from .faults import FAULT_KINDS, STICKY_MODES, FaultPlan
 from .graded import Graded, GradedSpec, Verdict, parse_spec
 from .messages_api import MessagesServer
+from .resolve import resolve_responder
 from .responders import (
     Responder,
     Scripted,
@@ -18,7 +19,6 @@ from .responders import (
     echo,
     fixed,
     prefill_text,
-    resolve_responder,
 )
 from .stats import ServerStats, fetch_stats
 from .wire import RateLimits

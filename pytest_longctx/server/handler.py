@@ -7,12 +7,17 @@ import socket
 import struct
 from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .messages_api import MessagesServer
+from typing import Any, Protocol
 
 _log = logging.getLogger("pytest_longctx.server.messages_api")
+
+
+class App(Protocol):
+    """What the handler hands its connections and requests to (:class:`~.messages_api.MessagesServer`)."""
+
+    def _track(self, connection: socket.socket, *, add: bool) -> None: ...
+
+    def _serve(self, handler: Handler, method: str) -> None: ...
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -80,4 +85,4 @@ class HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
     request_queue_size = 256
-    app: MessagesServer
+    app: App

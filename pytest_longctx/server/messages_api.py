@@ -34,7 +34,8 @@ from .batches import MAX_BYTES, MAX_REQUESTS, BatchStore
 from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
 from .handler import Handler, HTTPServer
 from .prompt_cache import PromptCache
-from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens, resolve_responder
+from .resolve import resolve_responder
+from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens
 from .stats import ServerStats
 from .wire import RateLimits, RateWindow, build_message, route, sse_events, validate_request
 
@@ -49,7 +50,7 @@ class MessagesServer:
 
     Args:
         responder: A callable ``(request_json) -> str`` or a name for
-            :func:`~.responders.resolve_responder` (``echo``, ``fixed:<text>``, ``scripted:<file>``,
+            :func:`~.resolve.resolve_responder` (``echo``, ``fixed:<text>``, ``scripted:<file>``,
             ``graded:<spec>``: a model of known accuracy, see :mod:`.graded`).
         host: Interface to bind (``127.0.0.1``).
         port: Port to bind; 0 picks a free one (read it from :attr:`base_url`).

@@ -13,11 +13,9 @@ text ``document`` sources), which is exactly what ``/v1/messages/count_tokens`` 
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 Responder = Callable[[dict[str, Any]], str]
@@ -149,29 +147,3 @@ class Scripted:
         if self.default is None:
             raise LookupError(problem)
         return self.default
-
-
-def resolve_responder(spec: str | Responder, counter: TokenCounter = approx_token_count) -> Responder:
-    """A responder from a callable or a name: ``echo``, ``fixed:<text>``, ``scripted:<file.json>``, ``graded:<spec>``.
-
-    The JSON file of ``scripted:`` holds a list of replies, a mapping of substring to reply, or
-    ``{"replies": [...] or {...}, "default": "..."}``. ``graded:`` is a model of known accuracy on the suite's
-    experiments (:mod:`.graded`; ``counter`` measures its prompts for an accuracy that depends on length).
-    """
-    if callable(spec):
-        return spec
-    name, _, arg = spec.partition(":")
-    if name == "graded":
-        from .graded import Graded
-
-        return Graded(arg, counter)
-    if name == "echo" and not arg:
-        return echo
-    if name == "fixed":
-        return fixed(arg)
-    if name == "scripted" and arg:
-        data = json.loads(Path(arg).read_text(encoding="utf-8"))
-        if isinstance(data, dict) and "replies" in data:
-            return Scripted(data["replies"], default=data.get("default"))
-        return Scripted(data)
-    raise ValueError(f"unknown responder {spec!r}; expected echo, fixed:<text>, scripted:<file.json> or graded:<spec>")

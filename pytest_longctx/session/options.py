@@ -26,6 +26,7 @@ from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD
 from pytest_longctx.results.thresholds import DEFAULT_ALPHA, Threshold, parse_alpha, parse_threshold
+from pytest_longctx.session.option_def import OptionDef as OptionDef  # re-exported: the options table
 
 DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")
@@ -36,30 +37,6 @@ FALSE_WORDS = ("0", "false", "no", "off", "none")
 SWITCH_WORDS = (*TRUE_WORDS, *FALSE_WORDS, "auto")
 
 
-@dataclass(frozen=True)
-class OptionDef:
-    """One option: its noun, default, help text, whether it is a list, and whether it is a switch."""
-
-    noun: str
-    default: str | None
-    help: str
-    is_list: bool = False
-    #: A switch: the value of the bare flag (``--longctx-plan`` is ``--longctx-plan=true``); None: takes a value.
-    bare: str | None = None
-    #: The value of its ``--no-longctx-<noun>`` form (switches on by default); None: no such form.
-    negated: str | None = None
-
-    @property
-    def dest(self) -> str:
-        return "longctx_" + self.noun.replace("-", "_")
-
-    @property
-    def flag(self) -> str:
-        return "--longctx-" + self.noun
-
-    @property
-    def negated_flag(self) -> str:
-        return "--no-longctx-" + self.noun
 
 
 OPTIONS: tuple[OptionDef, ...] = (

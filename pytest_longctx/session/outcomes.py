@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.dispatch.client import Planned
+from pytest_longctx.dispatch.skips import Planned
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
 from pytest_longctx.session.identity import IDENTITY_KEY, error_record, trial_identity
 from pytest_longctx.session.keys import EMITTED_KEY, TRIAL_KEY

@@ -103,7 +103,8 @@ def _finish(session: pytest.Session) -> None:
     if settings.several:  # one record per model, each gated; the run's is the reference's (session/several_run.py)
         from pytest_longctx.session.several_run import decide_models
 
-        record, models = decide_models(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
+        record, models = decide_models(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared,
+                                       build_record, decide)
     else:
         record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
         if record["stopped"] is None and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:

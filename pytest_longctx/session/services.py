@@ -13,6 +13,7 @@ import pytest
 
 from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
+from pytest_longctx.session.stopping import request_stop, stop_prefetch
 
 if TYPE_CHECKING:
     from pytest_longctx.backends.models import ModelSpec
@@ -51,8 +52,6 @@ def settle_tokenizer(config: pytest.Config) -> None:
         try:
             cleanup = load(provider.settle)(spec.name)
         except FatalBackendError as exc:  # a dead endpoint or a refused key: stop here, before anything else starts
-            from pytest_longctx.session.stopping import request_stop
-
             request_stop(config, f"{type(exc).__name__}: {exc}")
             return
         if cleanup is not None:  # this run's answer, not the next in-process run's
@@ -135,14 +134,6 @@ def _preload_sdk(spec: ModelSpec) -> None:
     """Import the provider's SDK (``Provider.sdk``: seconds to import) while the child plans, not after it."""
     if sdk := provider_of(spec).sdk:
         importlib.import_module(sdk)
-
-
-def stop_prefetch(config: pytest.Config) -> None:
-    """Cancel the dispatcher (nothing starts after this) and wait until its thread has ended; no timed give-up."""
-    state = config.stash[RUN_KEY]
-    if state.dispatcher is not None:
-        state.dispatcher.cancel(state.stop_reason or "the run ended")
-        state.dispatcher.join()
 
 
 def stop_services(config: pytest.Config) -> None:

@@ -9,17 +9,13 @@ a condition parameter: cell keys, trial seeds and items are the same for every m
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
 import pytest
 
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
 from pytest_longctx.errors import UsageError
 from pytest_longctx.session.identity import MODEL_ARG as MODEL_ARG  # re-exported: the plugin parametrizes it
-
-if TYPE_CHECKING:
-    from pytest_longctx.session.options import OptionDef
-
+from pytest_longctx.session.option_def import OptionDef
 
 
 def slug(spec: str) -> str:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,10 +50,11 @@ def split_trials(trials: Sequence[dict[str, Any]], reference: str) -> dict[str, 
     return out
 
 
-def decide_models(settings: Settings, state: Any, finished: float, workers: int,
-                  declared: dict[str, Evidence]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
-    """The run's record (the reference's, with ``models``) and every model's own record."""
-    from pytest_longctx.session.run import build_record, decide
+def decide_models(settings: Settings, state: Any, finished: float, workers: int, declared: dict[str, Evidence],
+                  build_record: Callable[..., dict[str, Any]], decide: Callable[..., None]
+                  ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The run's record (the reference's, with ``models``) and every model's own record, built and decided by the
+    run's own ``build_record`` and ``decide`` (``session/run.py``, which calls this)."""
 
     reference = settings.model.spec
     by_model = split_trials(state.aggregator.trials, reference)

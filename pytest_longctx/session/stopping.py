@@ -5,7 +5,7 @@ prefetch dispatcher is cancelled the moment a stop is known, so no request start
 received stay in the cache; its thread is joined before its work folder is removed (``services.stop_services``).
 Workers that send their own requests (no prefetch: ``--longctx-prefetch off``, cache off or refresh) check a
 stop file the controller creates (``<cache-dir>/stops/<run>``) right before each request; a test whose answer
-will not come ends skipped (:class:`~pytest_longctx.dispatch.client.RunStopped`), not as an error.
+will not come ends skipped (:class:`~pytest_longctx.dispatch.skips.RunStopped`), not as an error.
 
 The signal handlers are installed once requests may go out (``plugin._start_services``), even when SIGINT was
 inherited as ignored (a ``pytest ... &`` job of a script): a run that spends money stops when told.
@@ -48,6 +48,14 @@ def request_stop(config: pytest.Config, reason: str) -> None:
             state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
 
 
+def stop_prefetch(config: pytest.Config) -> None:
+    """Cancel the dispatcher (nothing starts after this) and wait until its thread has ended; no timed give-up."""
+    state = config.stash[RUN_KEY]
+    if state.dispatcher is not None:
+        state.dispatcher.cancel(state.stop_reason or "the run ended")
+        state.dispatcher.join()
+
+
 def stop_file_path(config: pytest.Config) -> Path:
     """Where this run's stop file goes (one per controller process and start)."""
     return config.stash[SETTINGS_KEY].cache_dir / "stops" / f"{os.getpid()}-{int(time.time() * 1000)}"
@@ -75,8 +83,6 @@ def settle(session: pytest.Session) -> None:
 
     (Exit 2 is set last, in ``plugin.pytest_sessionfinish``: plugins that OR exit codes run in between.)
     """
-    from pytest_longctx.session.services import stop_prefetch
-
     config = session.config
     state = config.stash[RUN_KEY]
     if state.stop_reason is None and session.exitstatus == pytest.ExitCode.INTERRUPTED:

@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "qa"
-OPTIONS_KEY = pytest.StashKey["QaOptions"]()
 CONTROLS = ("qa-baseline", "qa-control")
 Cells = Sequence[Mapping[str, Any]]
 
@@ -37,7 +36,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
     from pytest_longctx import active, resolve_options, settings
-    from pytest_longctx.experiments.qa.options import OPTIONS, resolve
+    from pytest_longctx.experiments.qa.options import OPTIONS, OPTIONS_KEY, resolve
 
     if active(config):  # not under -p no:longctx
         config.stash[OPTIONS_KEY] = resolve_options(config, OPTIONS, lambda raw: resolve(raw, settings(config)))
@@ -45,7 +44,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def qa_options(config: pytest.Config) -> QaOptions:
     """The run's resolved qa options (issue dates, scoring, context sizes)."""
-    return config.stash[OPTIONS_KEY]
+    from pytest_longctx.experiments.qa.options import qa_options as resolved
+
+    return resolved(config)
 
 
 def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
