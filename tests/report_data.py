@@ -224,6 +224,28 @@ def single_record(tmp: Path) -> dict[str, Any]:
     return make_record(tmp, samples=16, thresholds=("*:0.5",), error_rate=0.0)
 
 
+def models_record(tmp: Path) -> dict[str, Any]:
+    """Three models in one run (the first the reference), gated against it on the LRT: one session's record."""
+    import dataclasses
+
+    from pytest_longctx.session.several_run import decide_models
+
+    specs = {"anthropic/claude-sonnet-4-5": (0.03, 0.3), "anthropic/claude-haiku-4-5": (0.0, 2.0),
+             "anthropic/claude-opus-4-1": (0.05, 0.2)}
+    agg = Aggregator()
+    for spec, (quality, penalty) in specs.items():
+        trials = (qa_trials(spec, quality, 12, 0.0) + lrt_trials(spec, quality, 12, penalty)
+                  + docs_trials(spec, quality, 12) + demo_trials(spec, quality, 12))
+        for t in trials:  # each model its own test id, as the plugin's model parameter makes it
+            agg.add({**t, "model": spec, "nodeid": t["nodeid"][:-1] + "-" + spec.replace("/", "-") + "]"})
+    reference = next(iter(specs))
+    settings = dataclasses.replace(settings_for(reference, tmp, ("experiment=lrt:max-drop=0",), samples=12),
+                                   models=tuple(parse_model_spec(s) for s in specs))
+    state = SimpleNamespace(aggregator=agg, started=1_760_000_000.0, stop_reason=None, notes=[])
+    record, _ = decide_models(settings, state, 1_760_000_312.5, 1, builtin_evidence(), build_record, decide)
+    return json.loads(json.dumps(record))
+
+
 def builtin_sections(record: dict[str, Any]) -> list[Any]:
     """The report sections the built-in experiments contribute through their hooks, as a run would."""
     from pytest_longctx.experiments.docs import plugin as docs

@@ -189,7 +189,8 @@ def test_script_in_a_model_answer_does_not_run(tmp_path: Path) -> None:
 
 
 #: The reports a person opens: one model alone, a compared run, a run where every trial errored.
-KINDS = {"single": data.single_record, "compared": data.showcase_record, "errors": data.error_record}
+KINDS = {"single": data.single_record, "compared": data.showcase_record, "errors": data.error_record,
+         "models": data.models_record}
 #: Window widths (px) the report must fit, and the height of the first screen.
 WIDTHS, FIRST_SCREEN = (1400, 800), 900
 #: Measured in the page once it has loaded (no waiting on a clock): where the decision table starts, and every box
@@ -272,7 +273,7 @@ def test_first_screen_screenshots(report_kind: tuple[str, Path], width: int) -> 
     rgb = decode_png(shot.read_bytes())[:, :, :3].astype(np.int64)
     assert rgb.shape[:2] == (FIRST_SCREEN, width)
     red = (rgb == (185, 28, 28)).all(axis=2).sum()  # the verdict box: red for a failing or all-error run
-    assert (red > 20_000) == (kind in ("compared", "errors")), (kind, red)
+    assert (red > 20_000) == (kind in ("compared", "errors", "models")), (kind, red)
     if os.environ.get("LONGCTX_KEEP_SCREENSHOT") == "1":
         kept = REPO / "docs" / "img" / shot.name
         kept.parent.mkdir(parents=True, exist_ok=True)

@@ -161,6 +161,29 @@ def rows(record: Mapping[str, Any], series: str = "") -> list[Row]:
     return out
 
 
+def model_rows(record: Mapping[str, Any]) -> list[Row]:
+    """Several models in one run: a row per experiment and model from the run's side-by-side summary (pooled
+    accuracy, the paired difference from the reference, effective length), with that model's own checks; the
+    design's detectable drop is the experiment's (every model ran the same items)."""
+    models = record.get("models") or {}
+    experiments = record.get("experiments") or {}
+    checks = (record.get("gate") or {}).get("checks") or []
+    out = []
+    for name, summary in (models.get("experiments") or {}).items():
+        run = experiments.get(name) or {}
+        for spec, entry in (summary.get("models") or {}).items():
+            mine = [c for c in checks if c.get("model", models.get("reference")) == spec
+                    and c.get("experiments") == [name]]
+            out.append(Row(name, str(spec), entry.get("pooled"), run.get("unit", "trial"),
+                           int(entry.get("errors") or 0), entry.get("vs_reference"), entry.get("effective_length"),
+                           None, run.get("detectable"), _verdicts(mine)))
+    spanning = [c for c in checks if len(c.get("experiments") or []) != 1]
+    for spec in dict.fromkeys(str(c.get("model", models.get("reference"))) for c in spanning):
+        out.append(Row("all experiments", spec, verdicts=_verdicts(
+            [c for c in spanning if str(c.get("model", models.get("reference"))) == spec])))
+    return out
+
+
 def accuracy_text(row: Row) -> str | None:
     p = row.pooled
     if not p or not p.get("n"):

@@ -17,6 +17,7 @@ from pytest_longctx.reporting.decision import (
     Row,
     Status,
     detect_text,
+    model_rows,
     ordered,
     pairing_line,
     rows,
@@ -117,7 +118,7 @@ def _verdicts(row: Row) -> str:
         f'<span class="words">{esc(w)}</span></li>' for v, t, w in items) + "</ul>"
 
 
-def decision_table(table_rows: Sequence[Row], series_label: str = "") -> str:
+def decision_table(table_rows: Sequence[Row], series_label: str = "", versus: str = "vs compared") -> str:
     """The table itself: failing rows first; a ``series_label`` column (e.g. "model") when rows carry one."""
     if not table_rows:
         return ""
@@ -125,7 +126,7 @@ def decision_table(table_rows: Sequence[Row], series_label: str = "") -> str:
     with_vs = any(r.vs for r in shown)
     with_length = any(r.length for r in shown)
     head = ["experiment", *([series_label] if series_label else []), "accuracy [95% CI]",
-            *(["vs compared [95% CI]"] if with_vs else []), *(["effective length (tokens)"] if with_length else []),
+            *([f"{versus} [95% CI]"] if with_vs else []), *(["effective length (tokens)"] if with_length else []),
             "could detect (drop)", "thresholds"]
     body = []
     for r in shown:
@@ -140,7 +141,9 @@ def decision_table(table_rows: Sequence[Row], series_label: str = "") -> str:
 
 def decision_html(record: Mapping[str, Any]) -> str:
     """The report's opening section: the decision table and how the compared run paired."""
-    table = decision_table(rows(record))
+    several = bool(record.get("models"))
+    table = (decision_table(model_rows(record), series_label="model", versus="vs reference") if several
+             else decision_table(rows(record)))
     if not table:
         return ""
     pairing = pairing_line(record)

@@ -60,6 +60,18 @@ def _billed(usage: Mapping[str, Any]) -> str:
             f"{written:,} written, {read:,} read)</span>")
 
 
+def _title(record: Mapping[str, Any]) -> str:
+    """The model; several models: each of them, the reference first and named so."""
+    models = record.get("models") or {}
+    order = [str(m) for m in models.get("order") or []]
+    if len(order) > 1:
+        reference = str(models.get("reference"))
+        rest = [m for m in order if m != reference]
+        return (f'{len(order)} models: {esc(reference)} <span class="muted">(reference)</span>, '
+                + ", ".join(esc(m) for m in rest))
+    return esc(record.get("settings", {}).get("model", "unknown model"))
+
+
 def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
     """Title and the verdict (errors, a stop, the gate, the exit code, with counts), then what went wrong."""
     s = record.get("settings", {})
@@ -74,7 +86,7 @@ def header(record: Mapping[str, Any], sections: Sequence[Section] = ()) -> str:
     if record.get("plan") is not None:
         banners += '<div class="banner">plan mode (dry run): nothing was sent to the model</div>'
     return (f'<header class="top"><div class="headline"><p class="kicker">pytest-longctx report</p>'
-            f'<h1>{esc(s.get("model", "unknown model"))}</h1>'
+            f'<h1>{_title(record)}</h1>'
             + (f'<p class="model-note">{esc(s["model_note"])}</p>' if s.get("model_note") else "") +
             f'<p class="muted">{len(cells):,} condition {plural("cell", len(cells))} · {len(experiments)} '
             f'{plural("experiment", len(experiments))} · {len(sections)} report {plural("section", len(sections))}'

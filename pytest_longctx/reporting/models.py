@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_longctx.reporting.charts import Figure, Series, color, esc, line_chart, render_figure
-from pytest_longctx.reporting.figures import accuracy_point, hashable
+from pytest_longctx.reporting.charts import Figure, esc, render_figure
+from pytest_longctx.reporting.figures import Line, accuracy_point, hashable, lines_figure
 from pytest_longctx.reporting.tables import table_html, table_lines
 
 
@@ -74,8 +74,8 @@ def cost_table(models: Mapping[str, Any]) -> dict[str, Any]:
                                                             "output tokens", "cost", "gate"], "rows": rows}
 
 
-def model_series(summary: Mapping[str, Any], x_key: str) -> list[Series]:
-    """A line per model: accuracy against ``x_key`` (other params pooled), with 95% Wilson bands."""
+def model_lines(summary: Mapping[str, Any], x_key: str) -> list[Line]:
+    """A line per model: accuracy against ``x_key`` (other params pooled), with 95% Wilson intervals."""
     out = []
     for i, (spec, entry) in enumerate((summary.get("models") or {}).items()):
         points: dict[Any, list[int]] = {}
@@ -87,7 +87,7 @@ def model_series(summary: Mapping[str, Any], x_key: str) -> list[Series]:
             acc[1] += int(cell["n"])
         made = [accuracy_point(x, k, n) for x, (k, n) in points.items() if n > 0]
         if made:
-            out.append(Series(spec, made, color=i))
+            out.append(Line(str(spec), made, color=i))
     return out
 
 
@@ -105,12 +105,17 @@ def _x_key(summary: Mapping[str, Any]) -> str | None:
 
 
 def model_figure(experiment: str, summary: Mapping[str, Any]) -> Figure | None:
+    """The experiment's accuracy by its length axis, a line per model, in the report's one chart style (small
+    multiples past a few models)."""
     x_key = _x_key(summary)
-    series = model_series(summary, x_key) if x_key else []
-    if not series or x_key is None:
+    if x_key is None:
         return None
-    return Figure(f"{experiment}: accuracy by {x_key}, a line per model", line_chart(series, x_label=x_key),
-                  [(s.label, color(s.color or 0), False) for s in series], "Shaded: 95% Wilson interval per point.")
+    values = [c["params"][x_key] for e in (summary.get("models") or {}).values() for c in e.get("series") or []
+              if x_key in c["params"]]
+    if not values or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        return None  # a curve needs a numeric axis (a length); the table above holds the rest
+    return lines_figure(f"{experiment}: accuracy by {x_key}, a line per model", model_lines(summary, x_key),
+                        x_label=x_key)
 
 
 def models_html(record: Mapping[str, Any]) -> str:
