@@ -84,9 +84,9 @@ def __getattr__(name: str) -> Any:
     if ref is None:
         raise AttributeError(f"module 'pytest_longctx' has no attribute {name!r}")
     module, _, attr = ref.partition(":")
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
+    # Not cached here: the name follows the module in sys.modules, so a pytester run in-process (which drops the
+    # modules it imported) and this package never hold two different classes under one name.
+    return getattr(importlib.import_module(module), attr)
 
 
 def __dir__() -> list[str]:

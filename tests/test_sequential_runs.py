@@ -30,7 +30,8 @@ def run(pytester: pytest.Pytester, model: str, name: str, *args: str) -> tuple[i
         "--longctx-report-dir", str(report), "--longctx-cache-dir", str(pytester.path / f"cache-{name}"),
         "--longctx-max-concurrency", "4", *LRT, *args, timeout=600)
     out = result.stdout.str() + result.stderr.str()
-    path = report / "longctx.json"
+    # a stopped run (exit 2) records itself beside the last complete record, never over it
+    path = report / ("longctx.partial.json" if result.ret == pytest.ExitCode.INTERRUPTED else "longctx.json")
     assert path.is_file(), out
     assert "INTERNALERROR" not in out
     return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
@@ -93,6 +94,7 @@ def test_a_budget_stops_the_run_with_its_reason(pytester: pytest.Pytester, api: 
     api(Graded("claude-prod=0.85,seed=1"))
     code, record, out = run(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5")
     assert code == 2, out  # stopped: the verdicts were not reached
+    assert not (pytester.path / "budget" / "longctx.json").exists()  # no complete run to stand for
     assert record["stopped"].startswith("--longctx-budget: $0.5") and "the budget is $0.50" in record["stopped"]
     assert 0 < len(record["trials"]) < 400
     assert all(t["outcome"] != "error" for t in record["trials"])

@@ -51,12 +51,15 @@ def project(longctx_runner: Any, monkeypatch: pytest.MonkeyPatch) -> Any:
     return longctx_runner
 
 
-def shown(runner: Any, *args: str) -> tuple[dict[str, Any], list[str]]:
+def shown_with(runner: Any, *args: str) -> tuple[dict[str, Any], list[str]]:
     """(option values, pytest's collection arguments) of a collect-only run with ``args``."""
     run = runner.run("--co", *args, model=MODEL, cache=True)
     assert run.ret == pytest.ExitCode.OK, run.result.stdout.str() + run.result.stderr.str()
     data = json.loads((runner.pytester.path / "shown.json").read_text())
     return data["values"], data["args"]
+
+
+shown = shown_with
 
 
 def test_every_registered_switch_has_its_test(pytestconfig: pytest.Config) -> None:
@@ -66,9 +69,18 @@ def test_every_registered_switch_has_its_test(pytestconfig: pytest.Config) -> No
     assert registered == {o.flag for o in SWITCHES}
 
 
+#: Switches that are refused alone when on: what they need beside them (a plan checks no gate: sends nothing).
+NEEDS = {"--longctx-sequential": ["--longctx-plan=true"]}
+
+
 @pytest.mark.parametrize("opt", SWITCHES, ids=[o.flag for o in SWITCHES])
 def test_switch(project: Any, opt: OptionDef) -> None:
     flag, other = opt.flag, other_value(opt)
+    needs = NEEDS.get(flag, [])
+
+    def shown(runner: Any, *args: str) -> tuple[dict[str, Any], list[str]]:
+        return shown_with(runner, *args, *needs)
+
     for args, value, paths in [
         ([flag, "test_a.py"], opt.bare, ["test_a.py"]),  # before a path: the path is not its value
         (["test_a.py", flag], opt.bare, ["test_a.py"]),  # last

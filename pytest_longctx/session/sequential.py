@@ -248,7 +248,7 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
         check["verdict"] = "fail" if alarm.settled == "fired" else "pass"
         check["words"] = alarm.words()
     if gate.get("checks"):
-        from pytest_longctx.results.gating import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
+        from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
 
         counts = dict.fromkeys(VERDICTS, 0)
         for check in gate["checks"]:

@@ -13,6 +13,7 @@ import re
 import pytest
 
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
 from pytest_longctx.session.identity import MODEL_ARG as MODEL_ARG  # re-exported: the plugin parametrizes it
 from pytest_longctx.session.option_def import OptionDef
@@ -47,10 +48,10 @@ def resolve_models(config: pytest.Config, model_opt: OptionDef,
     if len(set(slugs)) < len(slugs):
         raise UsageError(f"{model_opt.flag}: {', '.join(m.spec for m in models)} have the same file name; "
                          "name models that differ in more than punctuation")
-    local = [m.spec for m in models if m.provider == "local"]
+    local = [m.spec for m in models if provider_of(m).local_server]
     if len(local) > 1:
-        raise UsageError(f"{model_opt.flag}: one local/ model a run ({', '.join(local)} given): the run starts one "
-                         "model server; run the others in their own sessions")
+        raise UsageError(f"{model_opt.flag}: one model of {offering('local_server')} a run ({', '.join(local)} "
+                         "given): the run starts one model server; run the others in their own sessions")
     wanted = config.getoption(reference_opt.dest) or config.getini(reference_opt.dest)
     if not wanted:
         return tuple(models), models[0]
