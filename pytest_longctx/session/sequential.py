@@ -162,7 +162,8 @@ def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
         seq.declared = _declared(config)
     for g in groups:
         seq.looked.extend(seq.pending.pop(g, []))
-    pairs = [(a, b) for _, a, b in pair_runs(seq.looked, seq.baseline).pairs if a["sample"] in set(groups)]
+    wanted = set(groups)
+    pairs = [(a, b) for _, a, b in pair_runs(seq.looked, seq.baseline).pairs if a["sample"] in wanted]
     for g in groups:
         for t in seq.thresholds:
             mine = [(cluster_of(a, seq.declared.get(a["experiment"], DEFAULT)), a["outcome"] == "correct",
