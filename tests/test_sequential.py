@@ -61,6 +61,22 @@ def test_the_object_and_the_vectorised_rule_agree() -> None:
         assert (alarm.n, alarm.settled == "fired") == (items[run], fired[run])
 
 
+def test_looks_at_uneven_sample_groups_match_the_object() -> None:
+    """``looks``: the items fed after each sample group (groups of unequal sizes, as a run's are)."""
+    rng = np.random.default_rng(12)
+    x = draw_drops(rng, 40, 120, 2, 0.8, 0.05, 0.4, 0.1)
+    looks = np.cumsum(np.tile([1, 7, 3, 9], 6))
+    items, fired = simulate(x, 0.0, 0.05, 0.05, 0.1, looks=looks)
+    assert set(items.tolist()) <= set(looks.tolist())
+    for run in range(40):
+        alarm = AlarmSequence("t", 0.0, 0.05, 0.05, 0.1, planned=120)
+        for i, value in enumerate(x[run]):
+            alarm.add(float(value))
+            if i + 1 in looks and alarm.look() is not None:
+                break
+        assert (alarm.n, alarm.settled == "fired") == (items[run], fired[run])
+
+
 def test_cannot_fire_settles_a_short_remainder() -> None:
     alarm = AlarmSequence("t", 0.0, 0.05, 0.05, 0.1, planned=3)
     for value in (0.0, 0.0):

@@ -171,9 +171,10 @@ def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
 
 
 def simulate(item_drops: Any, margin: float, detect: float, level: float, futility: float,
-             group: int = 1) -> tuple[Any, Any]:
+             group: int = 1, looks: Any = None) -> tuple[Any, Any]:
     """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in run order; looks come
-    after every ``group`` items. Returns (items at the decision, fired) per run; a run never settled decides at N.
+    after every ``group`` items, or after each count of items in ``looks`` (increasing, the last N: a run's sample
+    groups). Returns (items at the decision, fired) per run; a run never settled decides at N.
 
     The same bets as :class:`AlarmSequence` (vectorised: running sums give each item's predictable bet).
     """
@@ -196,7 +197,9 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
 
     fire = log_wealth(+1, margin)
     clear = log_wealth(-1, min(margin + detect, 1.0))
-    looks = np.unique(np.minimum(np.arange(group, n + group, group), n)) - 1
+    if looks is None:
+        looks = np.arange(group, n + group, group)
+    looks = np.unique(np.minimum(np.asarray(looks, dtype=int), n)) - 1
     worst_gain = math.log1p(CAP / (1 + margin) * (1 - margin))
     remaining = (n - 1 - looks)[None, :]
     f, c = fire[:, looks], clear[:, looks]
