@@ -186,7 +186,8 @@ class Watch:
         m = self.feeds
         diff = np.bincount(run.item[m], weights=before[m].astype(float) - after[m], minlength=run.items)
         size = np.bincount(run.item[m], minlength=run.items)
-        return diff[self.order] / size[self.order]
+        out: np.ndarray = diff[self.order] / size[self.order]
+        return out
 
 
 def draw(rng: np.random.Generator, run: Run, accuracy: float, icc: float, agreement: str, shape: str, drop: float,
@@ -222,8 +223,20 @@ class Case:
         return f"{self.agreement}, {self.accuracy:.0%}, icc {self.icc} | {what}"
 
 
-def run_case(design: Run, watches: list[Watch], case: Case, runs: int, fixed_runs: int, seed: int,
-             ) -> dict[str, object]:
+@dataclass
+class Outcome:
+    """Per run: each alarm fired (sequential; fixed on the first runs), and requests and dollars sent under the
+    two stopping rules."""
+
+    fired: np.ndarray
+    fixed: np.ndarray
+    requests_run: np.ndarray
+    usd_run: np.ndarray
+    requests_alarm: np.ndarray
+    usd_alarm: np.ndarray
+
+
+def run_case(design: Run, watches: list[Watch], case: Case, runs: int, fixed_runs: int, seed: int) -> Outcome:
     """``runs`` seeded runs: per alarm fired (sequential, fixed at Holm), stop samples, requests and dollars."""
     rng = np.random.default_rng([seed, int(case.accuracy * 100), int(case.icc * 10), case.agreement == "versions",
                                  int(case.drop * 100), case.shape == "concentrated"])
@@ -244,14 +257,10 @@ def run_case(design: Run, watches: list[Watch], case: Case, runs: int, fixed_run
         items, hit = simulate(x[k], 0.0, DETECT, a, b, looks=w.looks)
         fired[:, k] = hit
         stop[:, k] = w.samples[np.searchsorted(w.looks, items)] + 1
-    last = int(design.sample.max()) + 1
-    whole = stop.max(axis=1)
-    sent_run = design.sample[None, :] < whole[:, None]
-    per_alarm = stop[:, design.alarm]
-    sent_alarm = design.sample[None, :] < per_alarm
-    return {"fired": fired, "fixed": fixed, "last": last,
-            "run": (sent_run.sum(axis=1), sent_run @ design.usd),
-            "alarm": (sent_alarm.sum(axis=1), sent_alarm @ design.usd)}
+    sent_run = design.sample[None, :] < stop.max(axis=1)[:, None]
+    sent_alarm = design.sample[None, :] < stop[:, design.alarm]
+    return Outcome(fired, fixed, sent_run.sum(axis=1), sent_run @ design.usd, sent_alarm.sum(axis=1),
+                   sent_alarm @ design.usd)
 
 
 def rate(hits: int, n: int) -> str:
@@ -339,19 +348,16 @@ def main() -> None:
     print("|" + "---|" * (8 + len(RECIPE)))
     for case in cases:
         out = run_case(now, watches, case, args.runs, args.fixed_runs, args.seed)
-        fired, fixed = out["fired"], out["fixed"]
-        assert isinstance(fired, np.ndarray) and isinstance(fixed, np.ndarray)
+        fired, fixed = out.fired, out.fixed
         per = " | ".join(f"{fired[:, k].mean():.0%} / {fixed[:, k].mean():.0%}" for k in range(len(RECIPE)))
-        req_run, usd_run = out["run"]  # type: ignore[misc]
-        req_alarm, usd_alarm = out["alarm"]  # type: ignore[misc]
 
         def mp(v: np.ndarray, money: bool = False) -> str:
             f = "${:,.0f}" if money else "{:,.0f}"
             return f"{f.format(v.mean())} / {f.format(np.percentile(v, 95))}"
 
         print(f"| {case.label} | {rate(int(fired.any(axis=1).sum()), args.runs)} | "
-              f"{rate(int(fixed.any(axis=1).sum()), args.fixed_runs)} | {per} | {mp(req_run)} | {mp(req_alarm)} | "
-              f"{mp(usd_run, True)} | {mp(usd_alarm, True)} |", flush=True)
+              f"{rate(int(fixed.any(axis=1).sum()), args.fixed_runs)} | {per} | {mp(out.requests_run)} | "
+              f"{mp(out.requests_alarm)} | {mp(out.usd_run, True)} | {mp(out.usd_alarm, True)} |", flush=True)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
