@@ -113,17 +113,24 @@ def case(args: argparse.Namespace, agreement: str, shape: str, drop: float) -> d
     fixed = np.array([any(p < args.alpha for p in holm(row.tolist())) for row in ps])
     fired = np.zeros(runs, bool)
     stop_sample = np.zeros(runs, int)
+    per_alarm: list[tuple[float, float]] = []  # each alarm's fail rate and share decided by the final look
     for k, s in enumerate(seqs):
         items, hit = simulate(x[k], 0.0, args.detect, a1, b, s.group, final_level=a2, final_p=ps[:, k])
         fired |= hit
         stop_sample = np.maximum(stop_sample, np.ceil(items / s.group).astype(int))
+        if a2 > 0:  # decided by the final look: the verdict follows its p (always under a2 / never)
+            always = simulate(x[k], 0.0, args.detect, a1, b, s.group, final_level=a2, final_p=np.zeros(runs))[1]
+            never = simulate(x[k], 0.0, args.detect, a1, b, s.group, final_level=a2, final_p=np.ones(runs))[1]
+            per_alarm.append((float(hit.mean()), float((always != never).mean())))
+        else:
+            per_alarm.append((float(hit.mean()), 0.0))
     requests = trials_before[stop_sample]
     usd = usd_before[stop_sample]
     return {"agreement": agreement, "shape": shape, "drop": drop, "fails": int(fired.sum()), "runs": runs,
             "fixed_fails": int(fixed.sum()), "fixed_runs": runs,
             "req_mean": float(requests.mean()), "req_p95": float(np.percentile(requests, 95)),
             "usd_mean": float(usd.mean()), "usd_p95": float(np.percentile(usd, 95)),
-            "fixed_req": int(trials_before[-1]), "fixed_usd": float(usd_before[-1])}
+            "fixed_req": int(trials_before[-1]), "fixed_usd": float(usd_before[-1]), "per_alarm": per_alarm}
 
 
 def rate(hits: int, runs: int) -> str:
@@ -150,10 +157,12 @@ def main() -> None:
     print("| models | regression | fails: sequential | fails: fixed | requests to a decision: mean / p95 | "
           "fixed | share | dollars: mean / p95 | fixed |")
     print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for agreement in ("versions", "independent"):
         for shape, drop in (("none", 0.0), ("diffuse", 0.05), ("concentrated", 0.05), ("diffuse", 0.30)):
             c = case(args, agreement, shape, drop)
             what = "no change" if not drop else f"{shape} {drop:.2f}"
+            rows.append((agreement, what, c["per_alarm"]))
             print(f"| {agreement} | {what} | {rate(c['fails'], c['runs'])} | "
                   f"{rate(c['fixed_fails'], c['fixed_runs'])} | "
                   f"{c['req_mean']:,.0f} / {c['req_p95']:,.0f} | {c['fixed_req']:,} | "
@@ -161,6 +170,12 @@ def main() -> None:
                   f"${c['fixed_usd']:,.0f} |", flush=True)
     print(f"({time.perf_counter() - started:.0f} s; share: mean requests over the fixed design's; "
           "dollars at list prices without caching or batches)")
+    names = [t.split(":", 1)[0].removeprefix("experiment=") for t in RECIPE]
+    print("\nPer alarm: fails (decided by the final look)")
+    print("| models | regression | " + " | ".join(names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for agreement, what, per in rows:
+        print(f"| {agreement} | {what} | " + " | ".join(f"{f:.1%} ({d:.1%})" for f, d in per) + " |")
 
 
 if __name__ == "__main__":

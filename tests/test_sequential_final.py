@@ -186,6 +186,7 @@ def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(py
     seq = other["sequential"]
     alarm = seq["alarms"][0]
     assert not seq["stopped"] and seq["final_look"] and len(other["trials"]) == 400  # the whole design
+    assert "sequential gate settled" not in out
     assert alarm["settled_by"] == "final look" and alarm["settled_at_item"] == alarm["planned_items"]
     assert alarm["e_value"] < 1 / alarm["level"]  # the e-process did not fire
     assert alarm["final_p"] == pytest.approx(check["p"], abs=1e-6) and alarm["final_p"] < alarm["final_level"]
@@ -195,3 +196,39 @@ def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(py
 
     code, fixed, _ = run(pytester, "claude-other", "other-fixed", *compared)
     assert code == 10 and fixed["gate"]["checks"][0]["p"] == pytest.approx(check["p"])
+
+
+PLANNED = '''
+import pytest
+
+from pytest_longctx import Request
+
+pytestmark = pytest.mark.longctx("planned")
+
+
+@pytest.mark.parametrize("size", [1, 2, 3])
+async def test_planned(longctx, size):
+    longctx.record(item=f"q{longctx.sample}")
+    await longctx.ask(Request.user("x" * size * 100, max_tokens=8))
+'''
+
+
+def test_the_plan_runs_the_rule_with_its_final_look(longctx_runner: Any) -> None:
+    longctx_runner.pytester.makeconftest('''
+from pytest_longctx import Evidence
+
+
+def pytest_longctx_evidence():
+    return [Evidence("planned", "item", "question", "one question in every size")]
+''')
+    longctx_runner.pytester.makepyfile(test_planned=PLANNED)
+    run = longctx_runner.run("--longctx-plan", "true", "--longctx-samples", "200", "--longctx-threshold",
+                             "*:max-drop=0", model="anthropic/claude-sonnet-5")
+    out = run.result.stdout.str()
+    assert run.ret == 0, out
+    alarm = run.plan_record["plan"]["sequential"]["alarms"][0]
+    a1, a2 = split(0.05)
+    assert alarm["level"] == pytest.approx(a1) and alarm["final_level"] == pytest.approx(a2)
+    assert f"or at the design's end at fixed-test p < {a2:.3g}" in out
+    cases = alarm["cases"]
+    assert cases["no change"]["fails"] <= 0.05 and cases["drop 0.05"]["fails"] > cases["no change"]["fails"]

@@ -167,7 +167,7 @@ class AlarmSequence:
                 "e_value": round(math.exp(min(self.fire.log_wealth, 700.0)), 4),
                 "e_value_cleared": round(math.exp(min(self.clear.log_wealth, 700.0)), 4),
                 "settled": self.settled, "settled_at_item": self.at_item, "settled_by": self.by,
-                "final_level": self.final_level,
+                "final_level": round(self.final_level, 8),
                 "final_p": None if self.final_p is None else round(self.final_p, 6),
                 "verdict": "fail" if self.settled == "fired" else "pass"}
 
