@@ -160,11 +160,13 @@ def test_the_plans_fixed_test_is_paired_difference() -> None:
                                                        .pvalue, rel=1e-9)
 
 
-def run(pytester: pytest.Pytester, model: str, name: str, *args: str) -> tuple[int, dict[str, Any], str]:
+def run(pytester: pytest.Pytester, model: str, name: str, *args: str,
+        cache: str | None = None) -> tuple[int, dict[str, Any], str]:
     report = pytester.path / name
+    cached = ("--longctx-cache-dir", str(pytester.path / cache)) if cache else ("--longctx-cache", "off")
     result = pytester.runpytest_subprocess(
         str(ROOT / "evals" / "lrt"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model", f"anthropic/{model}",
-        "--longctx-report-dir", str(report), "--longctx-cache", "off", "--longctx-max-concurrency", "4",
+        "--longctx-report-dir", str(report), *cached, "--longctx-max-concurrency", "4",
         "--longctx-lrt-lines", "100,200,300,400", *args, timeout=600)
     out = result.stdout.str() + result.stderr.str()
     path = report / "longctx.json"
@@ -181,7 +183,8 @@ def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(py
     api(Graded("claude-other=0.77,seed=2"))  # another model: its own hard items (another seed)
     compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"),
                 "--longctx-threshold", "experiment=lrt:max-drop=0")
-    code, other, out = run(pytester, "claude-other", "other-seq", *compared, "--longctx-sequential")
+    code, other, out = run(pytester, "claude-other", "other-seq", *compared, "--longctx-sequential",
+                           cache="cache-other")
     check = other["gate"]["checks"][0]
     seq = other["sequential"]
     alarm = seq["alarms"][0]
@@ -196,6 +199,12 @@ def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(py
 
     code, fixed, _ = run(pytester, "claude-other", "other-fixed", *compared)
     assert code == 10 and fixed["gate"]["checks"][0]["p"] == pytest.approx(check["p"])
+
+    # a re-run over the cached run: every answer from the cache (no request sent), the same final look
+    code, again, _ = run(pytester, "claude-other", "other-again", *compared, "--longctx-sequential",
+                         cache="cache-other")
+    assert code == 10 and again["sequential"]["alarms"][0] == alarm
+    assert len(again["trials"]) == 400 and all(t["calls"] == 0 < t["cache_hits"] for t in again["trials"])
 
 
 PLANNED = '''

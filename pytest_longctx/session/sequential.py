@@ -239,7 +239,8 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
     if seq is None or config.stash[SETTINGS_KEY].plan:
         return
     gate = record.get("gate") or {}
-    complete = seq.stopped is None and bool(seq.sizes) and seq.groups_done >= len(seq.sizes or {})
+    complete = (seq.stopped is None and record.get("stopped") is None and bool(seq.sizes)
+                and seq.groups_done >= len(seq.sizes or {}))
     if complete:
         for check in gate.get("checks", []):
             alarm = seq.alarms.get(check.get("threshold"))
