@@ -134,6 +134,12 @@ def test_an_alarm_settled_by_the_final_look_says_so() -> None:
     assert other.final(None) == "not shown"
     unsettled = AlarmSequence("t", 0.0, 0.05, a1, 0.1, planned=1, final_level=a2)
     assert unsettled.final(None) is None  # no fixed p (the design not complete): nothing decided
+    assert "not settled before the end of its design, so no final look" in unsettled.words()
+    early = AlarmSequence("t", 0.0, 0.05, a1, 0.1, planned=100, final_level=a2)
+    for _ in range(30):
+        early.add(1.0)
+    assert early.look() == "fired" and early.final(0.9) == "fired" and early.to_json()["settled_by"] == "e-process"
+    assert early.to_json()["final_p"] is None and f"by the e-process after {early.at_item} items" in early.words()
 
 
 def test_the_plans_fixed_test_is_paired_difference() -> None:

@@ -180,13 +180,16 @@ class AlarmSequence:
                     f"end of the design: one-sided p={self.final_p:.3g} {'<' if self.settled == 'fired' else '>='} "
                     f"{self.final_level:.3g}, {shown} larger than {self.margin:g}")
         if self.settled == "fired":
-            return f"{said} >= 1/{self.level:.3g}: shown larger than {self.margin:g} after {self.at_item} items"
+            return (f"{said} >= 1/{self.level:.3g}: shown larger than {self.margin:g} by the e-process after "
+                    f"{self.at_item} items")
         if self.settled == "cleared":
             return (f"{said}: shown below {self.margin + self.detect:g} (clearing e-value >= 1/{self.futility:.3g}) "
-                    f"after {self.at_item} items, so it cannot be a drop of {self.margin + self.detect:g}")
+                    f"by the e-process after {self.at_item} items, so it cannot be a drop of "
+                    f"{self.margin + self.detect:g}")
         if self.settled == "cannot fire":
             return f"{said}: cannot reach 1/{self.level:.3g} within the {self.planned} planned items"
-        return f"{said} < 1/{self.level:.3g}: not shown larger than {self.margin:g} (not settled)"
+        why = " before the end of its design, so no final look" if self.final_level > 0 else ""
+        return f"{said} < 1/{self.level:.3g}: not shown larger than {self.margin:g} (not settled{why})"
 
 
 def levels(alpha: float, alarms: int) -> tuple[float, float]:
