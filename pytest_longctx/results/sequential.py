@@ -15,10 +15,20 @@ safe bet):
   the drop is below X + D, so the alarm is settled as a pass. A drop of X + D or more is cleared wrongly at most
   ``b`` of the time (the power this costs at the design's drop); smaller drops are not promised to be seen.
 
-A threshold is *settled* when it fired, cleared, or can no longer fire within the planned design (even if every
-remaining item dropped by 1 at the largest bet the wealth could not reach ``1 / a``). The run stops once every
-threshold is settled. Levels: ``a = alpha / m`` over the gate's ``m`` sequential alarms (Bonferroni, which needs
-no order among them) and ``b = FUTILITY / m``.
+* ``final look``: each alarm's level ``a`` is split (Bonferroni): ``a1 = EPROCESS_SHARE * a`` for the fire
+  e-process at every look and ``a2 = a - a1`` for one look at the end of the planned design, where the fixed
+  design's one-sided clustered paired test (the fixed gate's own p, unadjusted) decides an alarm the e-processes did
+  not settle: it fires when ``p < a2``. The e-process fires wrongly at most ``a1`` of the time, the final look at
+  most ``a2`` (it is taken once, at a fixed design), so together at most ``a`` (union bound). Stopping for
+  futility (clear) only forgoes rejections, so it stays valid.
+
+A threshold is *settled* when it fired, cleared, or (with no final look) can no longer fire within the planned
+design (even if every remaining item dropped by 1 at the largest bet the wealth could not reach ``1 / a``). With a
+final look "cannot fire" settles nothing before the end: the gate's fixed test (Agresti-Min's centre on effective
+counts, a smoothed design effect, the null-imposed variance) has no simple bound over the remaining items' answers,
+and a few items more can still bring its p under ``a2``; such an alarm runs to the end of the design. The run
+stops once every threshold is settled. Levels: ``a = alpha / m`` over the gate's ``m`` sequential alarms
+(Bonferroni, which needs no order among them) and ``b = FUTILITY / m``.
 
 :func:`simulate` runs the same rule over many seeded runs at once (numpy), for the plan and the benchmark.
 """
@@ -36,6 +46,12 @@ FUTILITY = 0.10
 DEFAULT_DETECT = 0.05
 #: Bets are capped at this share of the largest bet that keeps the wealth positive (Waudby-Smith & Ramdas' c).
 CAP = 0.5
+#: The share of each alarm's level the anytime e-process spends; the rest is the final fixed-design look's.
+#: Set by ``benchmarks/sim_sequential.py --share`` (README recipe at the remote defaults, 1,000 runs a case): a
+#: quarter brings unrelated models' power at a 5-point drop to 66-68% (the fixed design 69-71%; a half 61-63%, the
+#: e-process alone 41-42%), keeps an unchanged version's stop where it was (58% of the requests) and costs a
+#: version's 5-point drop 76% of the requests instead of 68% (a half: 72%).
+EPROCESS_SHARE = 0.25
 
 
 def _bet(total: float, squares: float, n: int, prior: float, null: float, limit: float) -> float:
@@ -92,11 +108,15 @@ class AlarmSequence:
     level: float
     futility: float
     planned: int
+    #: the final fixed-design look's level (0: no final look, the e-process alone decides)
+    final_level: float = 0.0
     fire: Wealth = field(init=False)
     clear: Wealth = field(init=False)
-    settled: str | None = None  # "fired" | "cleared" | "cannot fire"
+    settled: str | None = None  # "fired" | "cleared" | "cannot fire" | "not shown" (final look only)
     at_item: int | None = None
     drops: float = 0.0
+    by: str | None = None  # "e-process" | "final look"
+    final_p: float | None = None
 
     def __post_init__(self) -> None:
         self.fire = Wealth(self.margin, +1, prior=self.margin)
@@ -123,10 +143,21 @@ class AlarmSequence:
             self.settled = "fired"
         elif self.clear.log_wealth >= math.log(1 / self.futility):
             self.settled = "cleared"
-        elif self.fire.log_wealth + remaining * self.fire.best_gain() < math.log(1 / self.level):
+        elif self.final_level <= 0 and (self.fire.log_wealth + remaining * self.fire.best_gain()
+                                        < math.log(1 / self.level)):
             self.settled = "cannot fire"
         if self.settled is not None:
-            self.at_item = self.n
+            self.at_item, self.by = self.n, "e-process"
+        return self.settled
+
+    def final(self, p: float | None) -> str | None:
+        """The look at the end of the planned design: an alarm the e-processes did not settle fires when the fixed
+        design's one-sided p (unadjusted) is under ``final_level``. ``p`` None: no fixed p, nothing decided."""
+        if self.settled is not None or self.final_level <= 0 or p is None:
+            return self.settled
+        self.final_p = float(p)
+        self.settled = "fired" if p < self.final_level else "not shown"
+        self.at_item, self.by = self.n, "final look"
         return self.settled
 
     def to_json(self) -> dict[str, Any]:
@@ -135,26 +166,43 @@ class AlarmSequence:
                 "mean_drop": round(float(self.drops) / self.n, 4) if self.n else None,
                 "e_value": round(math.exp(min(self.fire.log_wealth, 700.0)), 4),
                 "e_value_cleared": round(math.exp(min(self.clear.log_wealth, 700.0)), 4),
-                "settled": self.settled, "settled_at_item": self.at_item,
+                "settled": self.settled, "settled_at_item": self.at_item, "settled_by": self.by,
+                "final_level": round(self.final_level, 8),
+                "final_p": None if self.final_p is None else round(self.final_p, 6),
                 "verdict": "fail" if self.settled == "fired" else "pass"}
 
     def words(self) -> str:
         e = math.exp(min(self.fire.log_wealth, 700.0))
         said = f"sequential: {self.n} items, mean drop {self.drops / max(self.n, 1):+.3f}, e-value {e:.3g}"
+        if self.by == "final look" and self.final_p is not None:
+            shown = "shown" if self.settled == "fired" else "not shown"
+            return (f"{said} < 1/{self.level:.3g} (not settled by the e-process); final fixed-design look at the "
+                    f"end of the design: one-sided p={self.final_p:.3g} {'<' if self.settled == 'fired' else '>='} "
+                    f"{self.final_level:.3g}, {shown} larger than {self.margin:g}")
         if self.settled == "fired":
-            return f"{said} >= 1/{self.level:.3g}: shown larger than {self.margin:g} after {self.at_item} items"
+            return (f"{said} >= 1/{self.level:.3g}: shown larger than {self.margin:g} by the e-process after "
+                    f"{self.at_item} items")
         if self.settled == "cleared":
             return (f"{said}: shown below {self.margin + self.detect:g} (clearing e-value >= 1/{self.futility:.3g}) "
-                    f"after {self.at_item} items, so it cannot be a drop of {self.margin + self.detect:g}")
+                    f"by the e-process after {self.at_item} items, so it cannot be a drop of "
+                    f"{self.margin + self.detect:g}")
         if self.settled == "cannot fire":
             return f"{said}: cannot reach 1/{self.level:.3g} within the {self.planned} planned items"
-        return f"{said} < 1/{self.level:.3g}: not shown larger than {self.margin:g} (not settled)"
+        why = " before the end of its design, so no final look" if self.final_level > 0 else ""
+        return f"{said} < 1/{self.level:.3g}: not shown larger than {self.margin:g} (not settled{why})"
 
 
 def levels(alpha: float, alarms: int) -> tuple[float, float]:
     """Each alarm's firing and clearing levels: Bonferroni over the ``alarms`` sequential alarms."""
     m = max(alarms, 1)
     return alpha / m, FUTILITY / m
+
+
+def split(level: float, share: float = EPROCESS_SHARE) -> tuple[float, float]:
+    """An alarm's level split into the e-process's (any look) and the final fixed-design look's: they add up to
+    ``level``."""
+    first = level * min(max(share, 0.0), 1.0)
+    return first, level - first
 
 
 def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
@@ -171,12 +219,16 @@ def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
 
 
 def simulate(item_drops: Any, margin: float, detect: float, level: float, futility: float,
-             group: int = 1, looks: Any = None) -> tuple[Any, Any]:
+             group: int = 1, final_level: float = 0.0, final_p: Any = None, looks: Any = None
+             ) -> tuple[Any, Any]:
     """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in run order; looks come
     after every ``group`` items, or after each count of items in ``looks`` (increasing, the last N: a run's sample
     groups). Returns (items at the decision, fired) per run; a run never settled decides at N.
 
-    The same bets as :class:`AlarmSequence` (vectorised: running sums give each item's predictable bet).
+    The same bets as :class:`AlarmSequence` (vectorised: running sums give each item's predictable bet). With
+    ``final_level`` > 0 a run the e-processes did not settle is decided at N by the fixed design's one-sided p:
+    ``final_p`` (R,) when the caller has it (:func:`paired_p`), else the one-sample t-test of the items' drops
+    (:func:`drops_p`). ``level`` is then the e-process's share (:func:`split`).
     """
     import numpy as np
 
@@ -204,20 +256,59 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
     remaining = (n - 1 - looks)[None, :]
     f, c = fire[:, looks], clear[:, looks]
     fired = f >= math.log(1 / level)
-    settled = fired | (c >= math.log(1 / futility)) | (f + remaining * worst_gain < math.log(1 / level))
-    first = np.where(settled.any(axis=1), settled.argmax(axis=1), len(looks) - 1)
+    settled = fired | (c >= math.log(1 / futility))
+    if final_level <= 0:
+        settled = settled | (f + remaining * worst_gain < math.log(1 / level))
+    ever = settled.any(axis=1)
+    first = np.where(ever, settled.argmax(axis=1), len(looks) - 1)
     items = looks[first] + 1
-    return items, fired[np.arange(r), first]
+    out = fired[np.arange(r), first]
+    if final_level > 0:
+        p = drops_p(x, margin) if final_p is None else np.asarray(final_p, dtype=float)
+        out = np.where(ever, out, p < final_level)
+    return items, out
+
+
+def drops_p(item_drops: Any, margin: float) -> Any:
+    """One-sided p of 'the drop is at most ``margin``' per run (row) from the items' drops alone: the one-sample
+    t-test of their mean (CR2 on equal items is this statistic; the gate's test adds Agresti-Min's centre and a
+    smoothed design effect, see :func:`paired_p`)."""
+    import numpy as np
+    from scipy import stats
+
+    x = np.asarray(item_drops, dtype=float)
+    n = x.shape[1]
+    sd = x.std(axis=1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (x.mean(axis=1) - margin) / (sd / math.sqrt(n))
+    t = np.where(sd > 0, t, np.where(x.mean(axis=1) > margin, np.inf, -np.inf))
+    return stats.t.sf(t, n - 1)
+
+
+def paired_p(item_drops: Any, per_item: int, regressed: Any, improved: Any, margin: float) -> Any:
+    """One-sided p of 'the drop is at most ``margin``' per run, by the fixed gate's own test
+    (:func:`~pytest_longctx.results.robust.paired_rows`, what ``paired_difference`` computes) for items of
+    ``per_item`` paired trials each: ``regressed`` / ``improved`` (R,) count the run's right -> wrong and
+    wrong -> right pairs."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, paired_rows
+
+    x = np.asarray(item_drops, dtype=float)
+    shape = Shape.of([per_item] * x.shape[1])
+    rows = paired_rows(-x * per_item, np.asarray(regressed, float), np.asarray(improved, float), shape)
+    return rows.p_drop_over(margin)
 
 
 def draw_drops(rng: Any, runs: int, items: int, per_item: int, accuracy: float, discordance: float, icc: float,
-               drop: float, concentrated: bool = False) -> Any:
+               drop: float, concentrated: bool = False, counts: bool = False) -> Any:
     """Items' drops of ``runs`` seeded runs of a design (``items`` items, ``per_item`` paired trials each).
 
     The compared run's item propensities are Beta with mean ``accuracy`` and intra-item correlation ``icc``; each
     trial is right when a uniform falls under its item's propensity; the candidate re-draws that uniform with the
     probability that makes two runs of an unchanged model disagree on ``discordance`` of the pairs. A diffuse drop
     lowers every propensity by ``drop``; a concentrated one breaks ``drop / accuracy`` of the items whole.
+    ``counts``: also each run's regressed and improved pairs.
     """
     import numpy as np
 
@@ -233,7 +324,10 @@ def draw_drops(rng: Any, runs: int, items: int, per_item: int, accuracy: float, 
         now = (v < p) & ~broken
     else:
         now = v < np.clip(p - drop, 0.0, 1.0)
-    return (before.astype(float) - now).mean(axis=2)
+    drops = (before.astype(float) - now).mean(axis=2)
+    if counts:  # with each run's regressed and improved pairs, for the fixed test (:func:`paired_p`)
+        return drops, (before & ~now).sum(axis=(1, 2)), (~before & now).sum(axis=(1, 2))
+    return drops
 
 
 def decision_cost(items_at: Any, per_item: float, dollars_per_request: float) -> dict[str, float]:

@@ -5,7 +5,9 @@ through the sequential rule (:func:`~pytest_longctx.results.sequential.simulate`
 stated assumptions (:class:`~pytest_longctx.results.power.Assumptions`: accuracy, discordance, intra-item
 correlation, from the compared run when there is one): no change, and a diffuse drop of the margin plus D
 (``--longctx-detect``, else 0.05). It reports the share of runs that fail, and the mean and 95th-percentile
-requests and dollars (list prices, uncached) until the alarm is settled, beside the whole design's.
+requests and dollars (list prices, uncached) until the alarm is settled, beside the whole design's. The rule is the
+gate's: the e-process at its share of the alarm's level, and a run it does not settle decided at the end of the
+design by the fixed gate's own paired test (:func:`~pytest_longctx.results.sequential.paired_p`) at the rest.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from pytest_longctx.results.power import Assumptions, Design, assumptions_from, detectable_drop, gate_level
-from pytest_longctx.results.sequential import DEFAULT_DETECT, decision_cost, draw_drops, levels, simulate
+from pytest_longctx.results.sequential import DEFAULT_DETECT, decision_cost, draw_drops, levels, paired_p, simulate
+from pytest_longctx.results.sequential import split as split_level
 
 RUNS = 1000
 
@@ -34,6 +37,7 @@ def plan_sequential(evidence: Any, declared: Mapping[str, Any], thresholds: Sequ
 
     alarms = _alarms(thresholds)
     a, b = levels(alpha, len(alarms))
+    a1, a2 = split_level(a)
     d = detect if detect is not None else DEFAULT_DETECT
 
     def by_item(experiment: str) -> bool:
@@ -56,12 +60,15 @@ def plan_sequential(evidence: Any, declared: Mapping[str, Any], thresholds: Sequ
         rng = np.random.default_rng(zlib.crc32(f"{seed}|{t.text}".encode()))
         cases = {}
         for name, drop in (("no change", 0.0), (f"drop {t.value + d:g}", t.value + d)):
-            x = draw_drops(rng, RUNS, design.clusters, max(1, round(per_item)), assumptions.accuracy,
-                           assumptions.discordance, assumptions.icc, drop)
-            items, fired = simulate(x, t.value, d, a, b, group)
+            k = max(1, round(per_item))
+            x, regressed, improved = draw_drops(rng, RUNS, design.clusters, k, assumptions.accuracy,
+                                                assumptions.discordance, assumptions.icc, drop, counts=True)
+            final = paired_p(x, k, regressed, improved, t.value)
+            items, fired = simulate(x, t.value, d, a1, b, group, final_level=a2, final_p=final)
             cases[name] = {"fails": round(float(fired.mean()), 3), **decision_cost(items, per_item, per_request)}
         entry: dict[str, Any] = {"threshold": t.text, "items": design.clusters, "requests": design.trials,
-                                 "usd": round(usd, 2), "group": group, "level": a, "futility": b, "detect": d,
+                                 "usd": round(usd, 2), "group": group, "level": a1, "final_level": a2,
+                                 "futility": b, "detect": d,
                                  "cases": cases, "assumptions": assumptions.source}
         if budget is not None and usd > 0:
             entry["budget"] = _budget(budget, usd, design, alpha, alarms, assumptions)
@@ -87,7 +94,8 @@ def plan_lines(plan: Mapping[str, Any]) -> list[str]:
     for e in plan.get("alarms", []):
         lines.append(f"sequential {e['threshold']}: {e['items']:,} items ({e['requests']:,} requests, "
                      f"${e['usd']:,.2f} for the whole design), looks every {e['group']} items, fires at e-value "
-                     f"1/{e['level']:.3g}, clears a drop of {e['detect']:g} beyond the margin at 1/{e['futility']:.3g}")
+                     f"1/{e['level']:.3g} or at the design's end at fixed-test p < {e.get('final_level', 0):.3g}, "
+                     f"clears a drop of {e['detect']:g} beyond the margin at 1/{e['futility']:.3g}")
         for name, c in e["cases"].items():
             lines.append(f"  {name}: fails {c['fails']:.0%}; to a decision {c['requests_mean']:,} requests "
                          f"(95th percentile {c['requests_p95']:,}), ${c['usd_mean']:,.2f} "

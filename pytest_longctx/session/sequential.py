@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.results.sequential import DEFAULT_DETECT, AlarmSequence, item_drops, levels
+from pytest_longctx.results.sequential import DEFAULT_DETECT, AlarmSequence, item_drops, levels, split
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 from pytest_longctx.session.options import Settings
 
@@ -90,12 +90,13 @@ def start(config: pytest.Config) -> None:
     if not s.sequential or s.plan or baseline is None:
         return
     a, b = levels(s.alpha, len(s.thresholds))
+    a1, a2 = split(a)  # the e-process's share and the final fixed-design look's
     detect = s.detect if s.detect is not None else DEFAULT_DETECT
     trials = [t for t in baseline.get("trials", []) if t.get("outcome") != "error"]
     alarms = {}
     for t in s.thresholds:
         planned = len({str(x.get("cluster")) for x in trials if t.matches(x["experiment"], x["params"])})
-        alarms[t.text] = AlarmSequence(t.text, t.value, detect, a, b, planned=max(planned, 1))
+        alarms[t.text] = AlarmSequence(t.text, t.value, detect, a1, b, planned=max(planned, 1), final_level=a2)
     config.stash[SEQ_KEY] = SeqRun(alarms, list(s.thresholds), list(baseline.get("trials", [])),
                                    window=max(4 * s.max_concurrency, 32))
 
@@ -229,16 +230,27 @@ def _budget(config: pytest.Config, records: list[dict[str, Any]]) -> None:
 
 
 def apply(config: pytest.Config, record: dict[str, Any]) -> None:
-    """The finished run's gate: each alarm's verdict is its sequential one (the fixed-design reading kept beside)."""
+    """The finished run's gate: each alarm's verdict is its sequential one (the fixed-design reading kept beside).
+
+    When the run reached the end of its design (every sample group reported, no stop), an alarm the e-processes
+    did not settle is decided by the final look: the fixed gate's own unadjusted one-sided p (the check's ``p``,
+    computed on the whole design) against the alarm's final level."""
     seq = config.stash.get(SEQ_KEY, None)
     if seq is None or config.stash[SETTINGS_KEY].plan:
         return
+    gate = record.get("gate") or {}
+    complete = (seq.stopped is None and record.get("stopped") is None and bool(seq.sizes)
+                and seq.groups_done >= len(seq.sizes or {}))
+    if complete:
+        for check in gate.get("checks", []):
+            alarm = seq.alarms.get(check.get("threshold"))
+            if alarm is not None and check.get("verdict") not in ("error", "too-few"):
+                alarm.final(check.get("p"))
     answered = sum(1 for t in record.get("trials", []) if t.get("outcome") != "error")
-    record["sequential"] = seq.to_json(answered)
+    record["sequential"] = {**seq.to_json(answered), "final_look": complete}
     if seq.stopped is not None:
         config.stash[RUN_KEY].notes.append(f"stopped early: {seq.stopped}; {answered:,} trials answered, the "
                                            "rest skipped (see 'sequential' in the record)")
-    gate = record.get("gate") or {}
     for check in gate.get("checks", []):
         alarm = seq.alarms.get(check.get("threshold"))
         if alarm is None or check.get("verdict") in ("error", "too-few"):
