@@ -116,7 +116,18 @@ def start_prefetch(config: pytest.Config) -> None:
         state.notes.append(f"prefetch off: {exc}")
         shutil.rmtree(work, ignore_errors=True)
         return
-    if s.batch:
+    if s.batch and s.sequential:  # in rounds, a thread beside the tests (dispatch/batch_rounds.py)
+        from pytest_longctx.dispatch.batch_progress import StatusLine
+        from pytest_longctx.dispatch.batch_rounds import BatchRounds
+        from pytest_longctx.session.sequential import batch_gate
+
+        tw = config.get_terminal_writer()
+        lane = BatchRounds(s, cache, work, plan_file, batch_gate(config),
+                           StatusLine(lambda text: tw.write(text, flush=True), tty=False))
+        lane.prepare()
+        state.batch = lane
+        lane.start()
+    elif s.batch:
         from pytest_longctx.dispatch.batch import run_batches
         from pytest_longctx.dispatch.batch_progress import StatusLine
 
@@ -141,6 +152,8 @@ def stop_services(config: pytest.Config) -> None:
     state = config.stash[RUN_KEY]
     stop_prefetch(config)
     state.dispatcher = None
+    if hasattr(state.batch, "finish"):  # the batch rounds' thread, joined before its work folder goes
+        state.batch.finish()
     if state.server is not None:
         state.server.stop()
         state.server = None
