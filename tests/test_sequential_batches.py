@@ -76,6 +76,8 @@ def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pyt
     assert seq["batch_rounds"]["open_at_stop"] == [] and batch["open_at_stop"] == []
     assert batch["rounds_sent"] == len(batch["rounds"]) == seq["batch_rounds"]["sent"]
     assert all(r["collected"] for r in batch["rounds"])
+    states = [json.loads(p.read_text()) for p in (pytester.path / "cache-bad-batch" / "batches").glob("*.json")]
+    assert len(states) == len(batch["batches"]) and all(s["collected"] for s in states)  # no batch left open
     # the server answered only the rounds sent: fewer requests than the design's 400, none of them live
     assert sum(srv.stats.batch_requests) == batch["requests_submitted"] == batch["collected"] < 400
     assert len(srv.stats.batch_requests) == len(batch["batches"]) == batch["rounds_sent"]
