@@ -109,3 +109,89 @@ def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pyt
     assert code == 0 and pre["verdict"] == "pass"
     assert pre["sequential"]["settled"] == check["sequential"]["settled"]
     assert same_answers(same, same_pre)
+
+
+def lane_for(tmp: Path, gate: Any, lines: list[str], seen: Any = None) -> tuple[Any, list[str]]:
+    """A :class:`BatchRounds` over a plan of 8 pass-key requests, one per sample group (s0 .. s7)."""
+    from pytest_longctx.backends.base import Request, request_key
+    from pytest_longctx.dispatch.batch_progress import StatusLine
+    from pytest_longctx.dispatch.batch_rounds import BatchRounds
+    from pytest_longctx.dispatch.cache import ResponseCache
+    from tests.report_data import settings_for
+
+    settings = settings_for("anthropic/claude-test", tmp)
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    plan, keys = work / "plan.jsonl", []
+    with plan.open("w", encoding="utf-8") as fh:
+        for i in range(8):
+            request = Request.user(f"The pass key is {10_000 + i}. What is the pass key?", max_tokens=16,
+                                   template="demo-passkey@1")
+            keys.append(request_key("anthropic", "claude-test", request))
+            fh.write(json.dumps({"key": keys[-1], "model": "anthropic/claude-test", "request": request.to_json(),
+                                 "test": f"t.py::test_x[s{i}]"}) + "\n")
+
+    def write(text: str) -> None:
+        lines.append(text)
+        if seen is not None and "submitted msgbatch_" in text:
+            seen.set()
+
+    lane = BatchRounds(settings, ResponseCache(settings.cache_dir), work, plan, gate, StatusLine(write, tty=False))
+    lane.prepare()
+    return lane, keys
+
+
+def test_a_settled_gate_submits_no_further_round(tmp_path: Path, api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_longctx.dispatch.cache import ResponseCache
+
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    srv = api(batch_delay=0.0)
+    cache = ResponseCache(tmp_path / ".longctx-cache")
+    keys: list[str] = []
+
+    def gate() -> tuple[int, str | None]:  # settles once the first round's answer is in
+        return (0, "settled") if keys and cache.get(keys[0]) is not None else (-1, None)
+
+    lines: list[str] = []
+    lane, planned = lane_for(tmp_path, gate, lines)
+    keys.extend(planned)
+    assert sorted((tmp_path / "work" / "keys.txt").read_text().split()) == sorted(keys)  # the workers wait for all
+    lane.start()
+    lane.join()
+    assert srv.stats.batch_requests == [1]  # round 1 of 4: the first sample group only
+    record = lane.to_json()
+    assert record["rounds_sent"] == 1 and record["rounds_planned"] == 4 and record["stopped"] == "settled"
+    assert record["open_at_stop"] == [] and record["collected"] == 1
+    assert (tmp_path / "work" / "stopped").read_text() == "settled" and (tmp_path / "work" / "done").exists()
+    assert [cache.get(k) is not None for k in keys] == [True] + [False] * 7
+
+
+def test_a_stop_while_a_batch_runs_leaves_it_to_the_next_run(tmp_path: Path, api: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from pytest_longctx.dispatch.cache import ResponseCache
+
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    srv = api(batch_delay=3600.0)  # it does not end while this run waits
+    submitted = threading.Event()
+    lines: list[str] = []
+    lane, keys = lane_for(tmp_path, lambda: (-1, None), lines, submitted)
+    lane.start()
+    submitted.wait()
+    lane.cancel("interrupted by SIGINT")
+    lane.join()
+    record = lane.to_json()
+    (batch_id,) = record["submitted"]
+    assert record["open_at_stop"] == [batch_id] and record["stopped"] == "interrupted by SIGINT"
+    assert any("collected by the next run" in line for line in lines)
+    state = json.loads((tmp_path / ".longctx-cache" / "batches" / f"{batch_id}.json").read_text())
+    assert state["collected"] is False and state["keys"] == keys[:1]
+
+    srv.batches.end_now()  # the next run with this cache collects it instead of submitting it again
+    cache = ResponseCache(tmp_path / ".longctx-cache")
+    again, _ = lane_for(tmp_path, lambda: (0, "settled") if cache.get(keys[0]) is not None else (-1, None), [])
+    again.start()
+    again.join()
+    assert again.to_json()["resumed"] == [batch_id] and again.to_json()["requests_submitted"] == 0
+    assert again.to_json()["collected"] == 1 and srv.stats.batch_requests == [1]
