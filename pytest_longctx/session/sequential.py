@@ -130,8 +130,10 @@ def allowance(config: pytest.Config) -> Any:
 
 def batch_gate(config: pytest.Config) -> Any:
     """For the batch rounds (``dispatch.batch_rounds``): the last sample index the gate has looked at, and why the
-    run stops (the gate settled, or a budget, -x, a signal; None while it goes on)."""
-    seq = config.stash[SEQ_KEY]
+    run stops (the gate settled, or a budget, -x, a signal; None while it goes on). None without a gate."""
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None:
+        return None
     state = config.stash[RUN_KEY]
     return lambda: (seq.looked_sample, seq.stopped or state.stop_reason)
 
