@@ -195,3 +195,23 @@ def test_a_stop_while_a_batch_runs_leaves_it_to_the_next_run(tmp_path: Path, api
     again.join()
     assert again.to_json()["resumed"] == [batch_id] and again.to_json()["requests_submitted"] == 0
     assert again.to_json()["collected"] == 1 and srv.stats.batch_requests == [1]
+
+
+def test_a_failing_api_ends_the_rounds_waiting_tests_as_errors(tmp_path: Path, api: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_longctx.backends.retry import BASE_ENV
+    from pytest_longctx.server import FaultPlan
+
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    monkeypatch.setenv(BASE_ENV, "0.001")
+    api(batch_delay=0.0, faults=FaultPlan(rate=1.0, kinds=("500",), endpoints=("batches.results",)))
+    lane, keys = lane_for(tmp_path, lambda: (-1, None), [])
+    lane.start()
+    lane.join()
+    record = lane.to_json()
+    assert record["failure"].startswith("--longctx-batch: waiting for msgbatch_") and record["rounds_sent"] == 1
+    work = tmp_path / "work"
+    errors = {p.stem: json.loads(p.read_text()) for p in (work / "errors").glob("*.json")}
+    assert set(errors) == {keys[0]} and errors[keys[0]]["fatal"]  # the round's test: an error that stops the run
+    assert (work / "stopped").read_text() == record["failure"]  # the later rounds' tests: skipped with why
+    assert record["stopped"] == record["failure"]
