@@ -74,7 +74,6 @@ def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pyte
 @pytest.mark.parametrize(("args", "words"), [
     ((), "needs --longctx-compare"),
     (("--longctx-compare", "{prod}", "--longctx-threshold", "experiment=lrt:min=0.5"), "pooled max-drop alarm"),
-    (("--longctx-compare", "{prod}", *ALARM, "--longctx-batch"), "cannot be combined with --longctx-batch"),
     (("--longctx-budget", "-3"), "--longctx-budget: expected a positive amount of dollars"),
     (("--longctx-budget", "lots"), "--longctx-budget: expected dollars such as 50"),
 ])

@@ -101,32 +101,48 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     """
     out = status or printer(print)
     provider = provider_of(settings.model)
-    try:
-        api = load(provider.batch_api)(client, seed=settings.seed)
-    except ValueError as exc:  # a bad limit in the environment
-        raise UsageError(f"--longctx-batch: {exc}") from None
+    api = batch_api(settings, client)
     model = settings.model.name
     run = BatchRun()
     planned = _uncached_keys(plan_file, cache)
     (work / "keys.txt").write_text("\n".join(sorted(planned)), encoding="utf-8")
     if not planned:
         return run
-    relevant = {bid: s for bid, s in open_batches(settings.cache_dir, model).items()
-                if not planned.isdisjoint(s["keys"])}
+    relevant = resume(api, settings.cache_dir, model, planned, run, out)
+    in_flight = {key for state in relevant.values() for key in state["keys"]}
+    for state in submit_all(api, model, plan_file, planned - in_flight, settings.cache_dir, work, run, out):
+        relevant[state["id"]] = state
+    wait_and_collect(api, provider.name, relevant, cache, work, run, settings.cache_dir, out)
+    return run
+
+
+def resume(api: Any, cache_dir: Path, model: str, planned: set[str] | dict[str, Any], run: BatchRun,
+           out: StatusLine) -> dict[str, dict[str, Any]]:
+    """Earlier runs' uncollected batches holding any of the ``planned`` keys, by id (those the API lost are closed:
+    their requests go out again)."""
+    relevant = {bid: s for bid, s in open_batches(cache_dir, model).items() if any(k in planned for k in s["keys"])}
     for bid in sorted(relevant):
-        if _status(api, bid, settings.cache_dir).gone:  # its requests are not in flight: they go out again
-            _close(relevant.pop(bid), settings.cache_dir, gone=True)
+        if _status(api, bid, cache_dir).gone:  # its requests are not in flight: they go out again
+            _close(relevant.pop(bid), cache_dir, gone=True)
             run.gone.append(bid)
             out.line(f"longctx batch: {bid} of an earlier run is gone from the API (deleted, or archived 29 days "
                      "after it was created); its requests are submitted again")
         else:
             run.resumed.append(bid)
             out.line(f"longctx batch: resuming {bid} ({len(relevant[bid]['keys']):,} requests submitted earlier)")
-    in_flight = {key for state in relevant.values() for key in state["keys"]}
-    for state in _submit_all(api, model, plan_file, planned - in_flight, settings.cache_dir, work, run, out):
-        relevant[state["id"]] = state
-    _wait_and_collect(api, provider.name, relevant, cache, work, run, settings.cache_dir, out)
-    return run
+    return relevant
+
+
+def batch_api(settings: Settings, client: Any = None) -> Any:
+    """The model's provider's batch API (``Provider.batch_api``), handed ``client`` (its SDK client)."""
+    try:
+        return load(provider_of(settings.model).batch_api)(client, seed=settings.seed)
+    except ValueError as exc:  # a bad limit in the environment
+        raise UsageError(f"--longctx-batch: {exc}") from None
+
+
+class WaitStopped(KeyboardInterrupt):
+    """Raised by a wait's ``pause`` when the run stops while batches run: they stay recorded for the next run."""
 
 
 def _uncached_keys(plan_file: Path, cache: ResponseCache) -> set[str]:
@@ -178,7 +194,7 @@ class _Body:
         self.keys, self.size, self._fh = [], 0, None
 
 
-def _submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir: Path, work: Path, run: BatchRun,
+def submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir: Path, work: Path, run: BatchRun,
                 out: StatusLine) -> Iterator[dict[str, Any]]:
     """Submit ``todo`` (keys of the plan) in as many batches as the limits need, one at a time; their states."""
     body = _Body(work / "batch-body.json", api)
@@ -227,9 +243,12 @@ def _submit(api: Any, model: str, body: _Body, cache_dir: Path, run: BatchRun, o
     return state
 
 
-def _wait_and_collect(api: Any, provider: str, relevant: dict[str, dict[str, Any]], cache: ResponseCache, work: Path,
-                      run: BatchRun, cache_dir: Path, out: StatusLine) -> None:
-    """Poll every open batch until each has ended and been collected; one progress line per round."""
+def wait_and_collect(api: Any, provider: str, relevant: dict[str, dict[str, Any]], cache: ResponseCache, work: Path,
+                      run: BatchRun, cache_dir: Path, out: StatusLine, pause: Any = time.sleep) -> None:
+    """Poll every open batch until each has ended and been collected; one progress line per round.
+
+    ``pause(seconds)`` waits between polls (it may raise :class:`WaitStopped`).
+    """
     poll = float(os.environ.get("LONGCTX_BATCH_POLL", POLL_S))
     start = time.monotonic()
     waiting = dict(relevant)
@@ -252,7 +271,7 @@ def _wait_and_collect(api: Any, provider: str, relevant: dict[str, dict[str, Any
                     del waiting[bid]
                     final[bid] = batch_status.counts
             if waiting:
-                time.sleep(poll)
+                pause(poll)
     except KeyboardInterrupt:
         out.line(f"longctx batch: stopped while {len(waiting)} batch{'es' if len(waiting) != 1 else ''} ran "
                  f"({', '.join(sorted(waiting))}); {_left_for_next_run(cache_dir)}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import os
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -124,8 +125,10 @@ class ModelClient:
                  "tokenizer": self.backend.tokenizer if counts else "not counted"}
         if group is not None:  # for the plan's prompt-cache estimate: which cache entry, and how long its prefix is
             entry.update(prefix=group, prefix_tokens=prefix_tokens)
-        if self.plan_out is not None and not cached:
-            append_line(self.plan_out, json.dumps({**entry, "request": request.to_json()}, ensure_ascii=False))
+        if self.plan_out is not None and not cached:  # "test": which test asks it (the batch rounds' sample groups)
+            test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+            append_line(self.plan_out, json.dumps({**entry, "request": request.to_json(), "test": test},
+                                                  ensure_ascii=False))
         return entry
 
     def _prefix_tokens(self, group: str, prefix: str) -> int:

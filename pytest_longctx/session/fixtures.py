@@ -40,7 +40,8 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
     if shared.prefetch_dir and cache is not None and spec == s.model:
         from pytest_longctx.dispatch.prefetch import Waiter
 
-        waiter = Waiter(Path(shared.prefetch_dir), cache)
+        # batch rounds: a later round's answer comes after the batches before it (hours), or the round's thread ends
+        waiter = Waiter(Path(shared.prefetch_dir), cache, timeout_s=float("inf") if s.batch else 3600.0)
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
                        plan_out=s.plan_out, waiter=waiter, plan_counts=not os.environ.get("LONGCTX_CHILD"),
                        stop_file=Path(shared.stop_file) if shared.stop_file else None,

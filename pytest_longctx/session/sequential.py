@@ -47,6 +47,8 @@ class SeqRun:
     #: blocks put a question at different sample indexes in different cells) counts once, from the first group
     #: that holds it, so the e-process's observations stay one per independent item
     fed: dict[str, set[str]] = field(default_factory=dict)
+    #: the last sample index looked at (set once the look, and a stop it led to, are done): the batch rounds read it
+    looked_sample: int = -1
 
     def to_json(self, trials: int) -> dict[str, Any]:
         return {"stopped": self.stopped is not None, "reason": self.stopped, "groups_completed": self.groups_done,
@@ -78,9 +80,6 @@ def check(s: Settings) -> None:
     if s.several:
         raise UsageError("--longctx-sequential: gates one candidate against --longctx-compare; run one "
                          "--longctx-model at a time, or drop --longctx-sequential")
-    if s.batch:
-        raise UsageError("--longctx-sequential: cannot be combined with --longctx-batch (a batch is sent whole); "
-                         "drop one of them")
 
 
 def start(config: pytest.Config) -> None:
@@ -130,6 +129,16 @@ def allowance(config: pytest.Config) -> Any:
     return lambda: seq.reported + seq.window
 
 
+def batch_gate(config: pytest.Config) -> Any:
+    """For the batch rounds (``dispatch.batch_rounds``): the last sample index the gate has looked at, and why the
+    run stops (the gate settled, or a budget, -x, a signal; None while it goes on). None without a gate."""
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None:
+        return None
+    state = config.stash[RUN_KEY]
+    return lambda: (seq.looked_sample, seq.stopped or state.stop_reason)
+
+
 def on_report(config: pytest.Config, report: pytest.TestReport, records: list[dict[str, Any]]) -> None:
     """Controller, every report: the budget, then the sequential looks."""
     _budget(config, records)
@@ -153,6 +162,7 @@ def on_report(config: pytest.Config, report: pytest.TestReport, records: list[di
         seq.groups_done += 1
     if new:
         _look(config, seq, new)
+        seq.looked_sample = new[-1]
 
 
 def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
@@ -248,6 +258,17 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
                 alarm.final(check.get("p"))
     answered = sum(1 for t in record.get("trials", []) if t.get("outcome") != "error")
     record["sequential"] = {**seq.to_json(answered), "final_look": complete}
+    lane = config.stash[RUN_KEY].batch
+    if hasattr(lane, "rounds"):  # --longctx-batch: its rounds are over once every test has reported
+        lane.finish()
+        batches = lane.to_json()
+        record["sequential"]["batch_rounds"] = {"sent": batches["rounds_sent"], "planned": batches["rounds_planned"],
+                                                "open_at_stop": lane.open_at_stop}
+        open_note = (f"; {len(lane.open_at_stop)} batches left open, collected by the next run with this cache"
+                     if lane.open_at_stop else "")
+        config.stash[RUN_KEY].notes.append(
+            f"batch rounds: {batches['rounds_sent']} of {batches['rounds_planned']} sent "
+            f"({batches['requests_submitted']:,} requests in {len(batches['batches'])} batches){open_note}")
     if seq.stopped is not None:
         config.stash[RUN_KEY].notes.append(f"stopped early: {seq.stopped}; {answered:,} trials answered, the "
                                            "rest skipped (see 'sequential' in the record)")

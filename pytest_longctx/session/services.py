@@ -96,7 +96,8 @@ def start_prefetch(config: pytest.Config) -> None:
 
         dispatcher.allowance = allowance(config)  # --longctx-sequential: a window ahead of the reported tests
     state.display.say("planning the run in a child process (every request built, none sent by it); "
-                      + ("then the uncached ones go out as Message Batches" if s.batch else
+                      + ("then the uncached ones go out as Message Batches"
+                         + (", in rounds the sequential gate looks between" if s.sequential else "") if s.batch else
                          f"the uncached ones go out as they are planned, {s.max_concurrency} in flight"))
     try:
         meanwhile = dispatcher.start_streaming if dispatcher else lambda: _preload_sdk(s.model)
@@ -116,7 +117,20 @@ def start_prefetch(config: pytest.Config) -> None:
         state.notes.append(f"prefetch off: {exc}")
         shutil.rmtree(work, ignore_errors=True)
         return
-    if s.batch:
+    from pytest_longctx.session.sequential import batch_gate
+
+    gate = batch_gate(config) if s.batch else None
+    if gate is not None:  # --longctx-sequential: in rounds, a thread beside the tests (dispatch/batch_rounds.py)
+        from pytest_longctx.dispatch.batch_progress import StatusLine
+        from pytest_longctx.dispatch.batch_rounds import BatchRounds
+
+        tw = config.get_terminal_writer()
+        lane = BatchRounds(s, cache, work, plan_file, gate, StatusLine(lambda text: tw.write(text, flush=True),
+                                                                         tty=False))
+        lane.prepare()
+        state.batch = lane
+        lane.start()
+    elif s.batch:
         from pytest_longctx.dispatch.batch import run_batches
         from pytest_longctx.dispatch.batch_progress import StatusLine
 
@@ -141,6 +155,8 @@ def stop_services(config: pytest.Config) -> None:
     state = config.stash[RUN_KEY]
     stop_prefetch(config)
     state.dispatcher = None
+    if hasattr(state.batch, "finish"):  # the batch rounds' thread, joined before its work folder goes
+        state.batch.finish()
     if state.server is not None:
         state.server.stop()
         state.server = None

@@ -1,0 +1,217 @@
+"""The sequential gate with Message Batches, in rounds (``--longctx-sequential --longctx-batch``): LRT runs against the
+local Messages-API server's graded responder and its batches endpoint, gated against a production run.
+
+* a candidate collapsed by 30 points stops after fewer rounds than planned and fails (exit 10): the record says after
+  how many rounds, batches and items; the server received fewer batch requests than the design holds, and no batch is
+  left open;
+* an unchanged candidate passes;
+* the verdicts, and where each alarm settled, equal those of the same gate with prefetch (no batches) on the same
+  graded models; with two workers and with none.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_longctx.dispatch.batch_rounds import round_ends
+from pytest_longctx.server.graded import Graded
+
+ROOT = Path(__file__).resolve().parent.parent
+LRT = ("--longctx-lrt-lines", "100,200,300,400")  # 20 cells x 20 samples: 400 trials, 20 sample groups
+ALARM = ("--longctx-threshold", "experiment=lrt:max-drop=0")
+
+
+def run(pytester: pytest.Pytester, model: str, name: str, dist: tuple[str, ...], *args: str
+        ) -> tuple[int, dict[str, Any], str]:
+    report = pytester.path / name
+    result = pytester.runpytest_subprocess(
+        str(ROOT / "evals" / "lrt"), "-p", "no:cacheprovider", *dist, "--longctx-model", f"anthropic/{model}",
+        "--longctx-report-dir", str(report), "--longctx-cache-dir", str(pytester.path / f"cache-{name}"),
+        "--longctx-max-concurrency", "4", *LRT, *args, timeout=600)
+    out = result.stdout.str() + result.stderr.str()
+    path = report / ("longctx.partial.json" if result.ret == pytest.ExitCode.INTERRUPTED else "longctx.json")
+    assert path.is_file(), out
+    assert "INTERNALERROR" not in out
+    return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
+
+
+def same_answers(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """The trials both runs answered got the same outcomes (where a gate looks depends on when reports arrive, so
+    the two runs may settle at different looks; their answers, and so their verdicts, agree)."""
+    first = {t["nodeid"]: t["outcome"] for t in one["trials"]}
+    second = {t["nodeid"]: t["outcome"] for t in other["trials"]}
+    common = first.keys() & second.keys()
+    return len(common) >= 60 and all(first[k] == second[k] for k in common)
+
+
+def test_rounds_double_the_groups_covered() -> None:
+    assert round_ends(20) == [3, 6, 12, 20]
+    assert round_ends(8) == [1, 2, 4, 8]
+    assert round_ends(3) == [1, 2, 3]
+    assert round_ends(1) == [1] and round_ends(0) == []
+    assert round_ends(100) == [13, 26, 52, 100]
+
+
+@pytest.mark.parametrize("dist", [("-n", "2"), ("-p", "no:xdist")], ids=["n2", "no-xdist"])
+def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pytest.Pytester, api: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch,
+                                                                    dist: tuple[str, ...]) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.02")
+    srv = api(Graded("claude-prod=0.85,claude-same=0.85,claude-bad=0.55,flip=0.02,seed=1"), batch_delay=0.0)
+    code, prod, _ = run(pytester, "claude-prod", "prod", ("-n", "2"), "--longctx-cache", "off")
+    assert code == 0 and len(prod["trials"]) == 400
+    compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), *ALARM, "--longctx-sequential")
+    live = srv.stats.endpoints.get("messages", 0)  # the production run's
+
+    code, bad, out = run(pytester, "claude-bad", "bad-batch", dist, *compared, "--longctx-batch")
+    check, seq, batch = bad["gate"]["checks"][0], bad["sequential"], bad["batch"]
+    assert code == 10, check["words"] + out
+    assert check["verdict"] == "fail" and check["sequential"]["settled"] == "fired"
+    assert seq["stopped"] and "settled after" in seq["reason"] and seq["groups_completed"] < 20
+    assert seq["batch_rounds"]["sent"] < seq["batch_rounds"]["planned"] == 4
+    assert seq["batch_rounds"]["open_at_stop"] == [] and batch["open_at_stop"] == []
+    assert batch["rounds_sent"] == len(batch["rounds"]) == seq["batch_rounds"]["sent"]
+    assert all(r["collected"] for r in batch["rounds"])
+    states = [json.loads(p.read_text()) for p in (pytester.path / "cache-bad-batch" / "batches").glob("*.json")]
+    assert len(states) == len(batch["batches"]) and all(s["collected"] for s in states)  # no batch left open
+    # the server answered only the rounds sent: fewer requests than the design's 400, none of them live
+    assert sum(srv.stats.batch_requests) == batch["requests_submitted"] == batch["collected"] < 400
+    assert len(srv.stats.batch_requests) == len(batch["batches"]) == batch["rounds_sent"]
+    assert srv.stats.endpoints.get("messages", 0) == live
+    # every group the gate looked at was answered; the rest were skipped with the reason
+    answered = len(bad["trials"])
+    assert seq["groups_completed"] * 20 <= answered == batch["collected"] < 400
+    assert all(t["outcome"] != "error" for t in bad["trials"])
+    assert "sequential gate settled" in out and "skipped" in out
+    assert (f"batch rounds: {batch['rounds_sent']} of 4 sent ({batch['requests_submitted']} requests in "
+            f"{len(batch['batches'])} batches)") in out
+
+    created = srv.stats.endpoints.get("batches.create", 0)
+    code, bad_pre, _ = run(pytester, "claude-bad", "bad-prefetch", ("-n", "2"), *compared)
+    assert srv.stats.endpoints.get("batches.create", 0) == created  # the prefetch run sent no batch
+    assert code == 10
+    pre = bad_pre["gate"]["checks"][0]
+    assert pre["verdict"] == check["verdict"] == "fail"
+    assert pre["sequential"]["settled"] == check["sequential"]["settled"]
+    assert same_answers(bad, bad_pre)
+
+    code, same, _ = run(pytester, "claude-same", "same-batch", dist, *compared, "--longctx-batch")
+    check = same["gate"]["checks"][0]
+    assert code == 0, check["words"]
+    assert check["verdict"] == "pass" and check["sequential"]["settled"] != "fired"
+    assert all(t["outcome"] != "error" for t in same["trials"])
+    code, same_pre, _ = run(pytester, "claude-same", "same-prefetch", ("-n", "2"), *compared)
+    pre = same_pre["gate"]["checks"][0]
+    assert code == 0 and pre["verdict"] == "pass"
+    assert pre["sequential"]["settled"] == check["sequential"]["settled"]
+    assert same_answers(same, same_pre)
+
+
+def lane_for(tmp: Path, gate: Any, lines: list[str], seen: Any = None) -> tuple[Any, list[str]]:
+    """A :class:`BatchRounds` over a plan of 8 pass-key requests, one per sample group (s0 .. s7)."""
+    from pytest_longctx.backends.base import Request, request_key
+    from pytest_longctx.dispatch.batch_progress import StatusLine
+    from pytest_longctx.dispatch.batch_rounds import BatchRounds
+    from pytest_longctx.dispatch.cache import ResponseCache
+    from tests.report_data import settings_for
+
+    settings = settings_for("anthropic/claude-test", tmp)
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    plan, keys = work / "plan.jsonl", []
+    with plan.open("w", encoding="utf-8") as fh:
+        for i in range(8):
+            request = Request.user(f"The pass key is {10_000 + i}. What is the pass key?", max_tokens=16,
+                                   template="demo-passkey@1")
+            keys.append(request_key("anthropic", "claude-test", request))
+            fh.write(json.dumps({"key": keys[-1], "model": "anthropic/claude-test", "request": request.to_json(),
+                                 "test": f"t.py::test_x[s{i}]"}) + "\n")
+
+    def write(text: str) -> None:
+        lines.append(text)
+        if seen is not None and "submitted msgbatch_" in text:
+            seen.set()
+
+    lane = BatchRounds(settings, ResponseCache(settings.cache_dir), work, plan, gate, StatusLine(write, tty=False))
+    lane.prepare()
+    return lane, keys
+
+
+def test_a_settled_gate_submits_no_further_round(tmp_path: Path, api: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_longctx.dispatch.cache import ResponseCache
+
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    srv = api(batch_delay=0.0)
+    cache = ResponseCache(tmp_path / ".longctx-cache")
+    keys: list[str] = []
+
+    def gate() -> tuple[int, str | None]:  # settles once the first round's answer is in
+        return (0, "settled") if keys and cache.get(keys[0]) is not None else (-1, None)
+
+    lines: list[str] = []
+    lane, planned = lane_for(tmp_path, gate, lines)
+    keys.extend(planned)
+    assert sorted((tmp_path / "work" / "keys.txt").read_text().split()) == sorted(keys)  # the workers wait for all
+    lane.start()
+    lane.join()
+    assert srv.stats.batch_requests == [1]  # round 1 of 4: the first sample group only
+    record = lane.to_json()
+    assert record["rounds_sent"] == 1 and record["rounds_planned"] == 4 and record["stopped"] == "settled"
+    assert record["open_at_stop"] == [] and record["collected"] == 1
+    assert (tmp_path / "work" / "stopped").read_text() == "settled" and (tmp_path / "work" / "done").exists()
+    assert [cache.get(k) is not None for k in keys] == [True] + [False] * 7
+
+
+def test_a_stop_while_a_batch_runs_leaves_it_to_the_next_run(tmp_path: Path, api: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from pytest_longctx.dispatch.cache import ResponseCache
+
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    srv = api(batch_delay=3600.0)  # it does not end while this run waits
+    submitted = threading.Event()
+    lines: list[str] = []
+    lane, keys = lane_for(tmp_path, lambda: (-1, None), lines, submitted)
+    lane.start()
+    submitted.wait()
+    lane.cancel("interrupted by SIGINT")
+    lane.join()
+    record = lane.to_json()
+    (batch_id,) = record["submitted"]
+    assert record["open_at_stop"] == [batch_id] and record["stopped"] == "interrupted by SIGINT"
+    assert any("collected by the next run" in line for line in lines)
+    state = json.loads((tmp_path / ".longctx-cache" / "batches" / f"{batch_id}.json").read_text())
+    assert state["collected"] is False and state["keys"] == keys[:1]
+
+    srv.batches.end_now()  # the next run with this cache collects it instead of submitting it again
+    cache = ResponseCache(tmp_path / ".longctx-cache")
+    again, _ = lane_for(tmp_path, lambda: (0, "settled") if cache.get(keys[0]) is not None else (-1, None), [])
+    again.start()
+    again.join()
+    assert again.to_json()["resumed"] == [batch_id] and again.to_json()["requests_submitted"] == 0
+    assert again.to_json()["collected"] == 1 and srv.stats.batch_requests == [1]
+
+
+def test_a_failing_api_ends_the_rounds_waiting_tests_as_errors(tmp_path: Path, api: Any,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_longctx.backends.retry import BASE_ENV
+    from pytest_longctx.server import FaultPlan
+
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    monkeypatch.setenv(BASE_ENV, "0.001")
+    api(batch_delay=0.0, faults=FaultPlan(rate=1.0, kinds=("500",), endpoints=("batches.results",)))
+    lane, keys = lane_for(tmp_path, lambda: (-1, None), [])
+    lane.start()
+    lane.join()
+    record = lane.to_json()
+    assert record["failure"].startswith("--longctx-batch: waiting for msgbatch_") and record["rounds_sent"] == 1
+    work = tmp_path / "work"
+    errors = {p.stem: json.loads(p.read_text()) for p in (work / "errors").glob("*.json")}
+    assert set(errors) == {keys[0]} and errors[keys[0]]["fatal"]  # the round's test: an error that stops the run
+    assert (work / "stopped").read_text() == record["failure"]  # the later rounds' tests: skipped with why
+    assert record["stopped"] == record["failure"]
