@@ -46,15 +46,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_longctx.dispatch.batch_rounds import round_ends
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
-from pytest_longctx.results.clustered import paired_difference
-from pytest_longctx.results.sequential import levels, simulate
+from pytest_longctx.results.robust import Shape, paired_rows
+from pytest_longctx.results.sequential import levels, simulate, split
 from pytest_longctx.results.stats import holm, wilson
 
 RECIPE = ("lrt", "qa", "docs", "litm-*")
 ALPHA = 0.05
 DETECT = 0.05
+#: Sample groups the prefetch dispatcher may have started beyond the one just looked at (its allowance: the
+#: reported tests plus twice the largest sample group): paid for at a stop.
+AHEAD = 2
+#: Batched over list dollars: the plan's estimate for the new defaults with the 1-hour prompt cache
+#: ($219.26 of $335.67).
+BATCH_SHARE = 219.26 / 335.67
 #: qa's sizes for a 200K-window model on the shipped issue (as ``sim_designs.py``).
 QA_SIZES = (2_000, 8_000, 70_000, 95_000)
 
@@ -143,8 +150,16 @@ class Run:
     items: int
     experiment: np.ndarray
 
+    @property
+    def last(self) -> int:
+        """The number of sample groups."""
+        return int(self.sample.max()) + 1
+
     @classmethod
-    def of(cls, parts: list[Part]) -> Run:
+    def of(cls, parts: list[Part], spread: bool = False) -> Run:
+        """``spread``: sample groups by the share of each experiment's samples (every experiment's i-th of n at
+        group (i + 1/2) / n of the longest), instead of by sample index."""
+        longest = max(int(p.sample.max()) + 1 for p in parts)
         alarm, item, sample, usd, experiment = [], [], [], [], []
         offset = 0
         offsets: dict[str, int] = {}
@@ -153,7 +168,8 @@ class Run:
             base = offsets.setdefault(part.experiment, offset)
             alarm.append(np.full(part.trials, k))
             item.append(part.item + base)
-            sample.append(part.sample)
+            n = int(part.sample.max()) + 1
+            sample.append(((part.sample + 0.5) * longest / n).astype(int) if spread else part.sample)
             usd.append(np.full(part.trials, part.usd))
             experiment += [part.experiment] * part.trials
             offset = max(offset, base + int(part.item.max()) + 1)
@@ -170,6 +186,8 @@ class Watch:
     order: np.ndarray  # items in feeding order
     looks: np.ndarray  # items fed after each sample group
     samples: np.ndarray  # the sample group of each look
+    items: np.ndarray  # the alarm's items, sorted (the fixed design's clusters)
+    shape: Shape  # their sizes over the whole design
 
     @classmethod
     def of(cls, run: Run, k: int) -> Watch:
@@ -180,7 +198,8 @@ class Watch:
         items = np.unique(run.item[mask])
         order = items[np.lexsort((items, first[items]))]
         samples, counts = np.unique(first[order], return_counts=True)
-        return cls(mask, feeds, order, np.cumsum(counts), samples)
+        sizes = np.bincount(run.item[mask], minlength=run.items)[items]
+        return cls(mask, feeds, order, np.cumsum(counts), samples, items, Shape.of(sizes))
 
     def drops(self, run: Run, before: np.ndarray, after: np.ndarray) -> np.ndarray:
         m = self.feeds
@@ -188,6 +207,13 @@ class Watch:
         size = np.bincount(run.item[m], minlength=run.items)
         out: np.ndarray = diff[self.order] / size[self.order]
         return out
+
+    def paired(self, run: Run, before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The whole design's per-item sums of (now - before) and the counts right -> wrong, wrong -> right."""
+        m = self.mask
+        d = after[m].astype(float) - before[m]
+        sums = np.bincount(run.item[m], weights=d, minlength=run.items)[self.items]
+        return sums, np.array([(d < 0).sum(), (d > 0).sum()], dtype=float)
 
 
 def draw(rng: np.random.Generator, run: Run, accuracy: float, icc: float, agreement: str, shape: str, drop: float,
@@ -225,42 +251,56 @@ class Case:
 
 @dataclass
 class Outcome:
-    """Per run: each alarm fired (sequential; fixed on the first runs), and requests and dollars sent under the
-    two stopping rules."""
+    """Per run: each alarm fired (sequential; fixed design with Holm), and requests and dollars sent under the
+    stopping rules: the whole run's stop, per-alarm stops, and per-alarm stops in Message Batches rounds."""
 
     fired: np.ndarray
     fixed: np.ndarray
+    final: np.ndarray  # the alarm was decided by the final fixed-design look
     requests_run: np.ndarray
     usd_run: np.ndarray
     requests_alarm: np.ndarray
     usd_alarm: np.ndarray
+    requests_batch: np.ndarray
+    usd_batch: np.ndarray
 
 
-def run_case(design: Run, watches: list[Watch], case: Case, runs: int, fixed_runs: int, seed: int) -> Outcome:
-    """``runs`` seeded runs: per alarm fired (sequential, fixed at Holm), stop samples, requests and dollars."""
+def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int) -> Outcome:
+    """``runs`` seeded runs of ``case``: the sequential rule per alarm (e-process, final look) and the fixed design."""
     rng = np.random.default_rng([seed, int(case.accuracy * 100), int(case.icc * 10), case.agreement == "versions",
                                  int(case.drop * 100), case.shape == "concentrated"])
     a, b = levels(ALPHA, len(RECIPE))
+    a1, a2 = split(a)
     x = [np.empty((runs, len(w.order))) for w in watches]
-    fixed = np.zeros((fixed_runs, len(RECIPE)), bool)
+    sums = [np.empty((runs, len(w.items))) for w in watches]
+    moved = [np.empty((runs, 2)) for _ in watches]
     for r in range(runs):
         before, after = draw(rng, design, case.accuracy, case.icc, case.agreement, case.shape, case.drop)
         for k, w in enumerate(watches):
             x[k][r] = w.drops(design, before, after)
-        if r < fixed_runs:
-            ps = [paired_difference(after[w.mask].tolist(), before[w.mask].tolist(),
-                                    design.item[w.mask].tolist()).p_drop_over(0.0) for w in watches]
-            fixed[r] = np.array(holm(ps)) < ALPHA
+            sums[k][r], moved[k][r] = w.paired(design, before, after)
+    p = np.stack([paired_rows(sums[k], moved[k][:, 0], moved[k][:, 1], w.shape).p_drop_over(0.0)
+                  for k, w in enumerate(watches)], axis=1)
+    fixed = np.array([holm(row.tolist()) for row in p]) < ALPHA
     fired = np.zeros((runs, len(RECIPE)), bool)
-    stop = np.zeros((runs, len(RECIPE)), int)  # the first sample group not needed by the alarm
+    final = np.zeros((runs, len(RECIPE)), bool)
+    stop = np.zeros((runs, len(RECIPE)), int)  # the sample group after the alarm's deciding look
     for k, w in enumerate(watches):
-        items, hit = simulate(x[k], 0.0, DETECT, a, b, looks=w.looks)
+        items, hit = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=p[:, k], looks=w.looks)
+        _, by_e = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=w.looks)
         fired[:, k] = hit
-        stop[:, k] = w.samples[np.searchsorted(w.looks, items)] + 1
-    sent_run = design.sample[None, :] < stop.max(axis=1)[:, None]
-    sent_alarm = design.sample[None, :] < stop[:, design.alarm]
-    return Outcome(fired, fixed, sent_run.sum(axis=1), sent_run @ design.usd, sent_alarm.sum(axis=1),
-                   sent_alarm @ design.usd)
+        last = w.samples[np.searchsorted(w.looks, items)] + 1
+        final[:, k] = hit & ~by_e
+        stop[:, k] = np.where(items == len(w.order), design.last, last)
+    groups = design.last
+    ends = np.array(round_ends(groups))
+    batch_stop = ends[np.minimum(np.searchsorted(ends, stop), len(ends) - 1)]
+    ahead = np.minimum(stop + AHEAD, groups)  # prefetch ran ahead of the look
+    sent_run = design.sample[None, :] < ahead.max(axis=1)[:, None]
+    sent_alarm = design.sample[None, :] < ahead[:, design.alarm]
+    sent_batch = design.sample[None, :] < batch_stop[:, design.alarm]
+    return Outcome(fired, fixed, final, sent_run.sum(axis=1), sent_run @ design.usd, sent_alarm.sum(axis=1),
+                   sent_alarm @ design.usd, sent_batch.sum(axis=1), sent_batch @ design.usd * BATCH_SHARE)
 
 
 def rate(hits: int, n: int) -> str:
@@ -317,47 +357,57 @@ def equal_power(runs: int, seed: int) -> tuple[dict[str, int], list[str]]:
     return need, said
 
 
+def mean_p95(v: np.ndarray, money: bool = False) -> str:
+    f = "${:,.0f}" if money else "{:,.0f}"
+    return f"{f.format(v.mean())} / {f.format(np.percentile(v, 95))}"
+
+
+CASES = [Case(ag, acc, icc, shape, drop)
+         for ag, acc, icc in (("versions", 0.85, 0.5), ("versions", 0.85, 0.9), ("versions", 0.5, 0.5),
+                              ("versions", 0.97, 0.5), ("unrelated", 0.85, 0.5), ("unrelated", 0.97, 0.5))
+         for shape, drop in (("none", 0.0), ("diffuse", 0.05), ("concentrated", 0.05), ("diffuse", 0.30))]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--runs", type=int, default=1000)
-    parser.add_argument("--fixed-runs", type=int, default=200)
     parser.add_argument("--seed", type=int, default=20261127)
     parser.add_argument("--power-runs", type=int, default=300, help="runs a size in the search for today's design "
                         "at equal power")
+    parser.add_argument("--spread", action="store_true", help="sample groups by the share of each experiment's "
+                        "samples")
+    parser.add_argument("--only", default="", help="cases whose label holds this text")
     args = parser.parse_args()
     started = time.perf_counter()
-    now, old = Run.of(new_defaults()), Run.of(today())
+    now, old = Run.of(new_defaults(), spread=args.spread), Run.of(today())
     watches = [Watch.of(now, k) for k in range(len(RECIPE))]
-    old_requests, old_usd = len(old.item), float(old.usd.sum())
     need, said = equal_power(args.power_runs, args.seed)
     eq = Run.of(today_at(need))
-    print(f"new defaults: {len(now.item):,} requests, ${now.usd.sum():,.0f} list; today's: {old_requests:,} "
-          f"requests, ${old_usd:,.0f}; today's at equal power (80% at 5 points diffuse and concentrated, versions, "
-          f"85%, icc 0.5; {args.power_runs} runs a size): {len(eq.item):,} requests, ${eq.usd.sum():,.0f}: "
+    eq_requests = len(eq.item)
+    print(f"new defaults: {len(now.item):,} requests, ${now.usd.sum():,.0f} list; today's: {len(old.item):,} "
+          f"requests, ${old.usd.sum():,.0f} list; today's at equal power (80% at 5 points diffuse and concentrated, "
+          f"versions, 85%, icc 0.5; {args.power_runs} runs a size): {eq_requests:,} requests, ${eq.usd.sum():,.0f}: "
           + "; ".join(said))
     for k, w in enumerate(watches):
         print(f"  {RECIPE[k]}: {len(w.order)} items, {int(w.mask.sum()):,} trials, {len(w.looks)} looks")
-    cases = [Case(ag, acc, icc, shape, drop)
-             for ag, acc, icc in (("versions", 0.85, 0.5), ("versions", 0.85, 0.9), ("versions", 0.5, 0.5),
-                                  ("versions", 0.97, 0.5), ("unrelated", 0.85, 0.5), ("unrelated", 0.97, 0.5))
-             for shape, drop in (("none", 0.0), ("diffuse", 0.05), ("concentrated", 0.05), ("diffuse", 0.30))]
-    print("\n| models, baseline, icc | regression | recipe fails: sequential | fixed | "
-          + " | ".join(f"{a}: seq / fixed" for a in RECIPE)
-          + " | requests, run stop: mean / p95 | alarm stop: mean / p95 | $ run stop: mean / p95 | "
-            "$ alarm stop: mean / p95 |")
-    print("|" + "---|" * (8 + len(RECIPE)))
-    for case in cases:
-        out = run_case(now, watches, case, args.runs, args.fixed_runs, args.seed)
+    print(f"\n{args.runs} runs a case; per alarm: fails sequential / fixed (final: the share the final look decided); "
+          "requests and $ to a decision with per-alarm stops (prefetch, list prices), in batch rounds (batched "
+          "prices), and with the whole run's stop; 'of eq.': mean requests over today's design at equal power")
+    print("| models, baseline, icc | regression | recipe fails: sequential | fixed | "
+          + " | ".join(f"{a}: seq / fixed (final)" for a in RECIPE)
+          + " | requests: mean / p95 | of eq. | $ list: mean / p95 | $ batch rounds: mean / p95 | run stop: requests |")
+    print("|" + "---|" * (9 + len(RECIPE)))
+    for case in CASES:
+        if args.only not in case.label:
+            continue
+        out = run_case(now, watches, case, args.runs, args.seed)
         fired, fixed = out.fired, out.fixed
-        per = " | ".join(f"{fired[:, k].mean():.0%} / {fixed[:, k].mean():.0%}" for k in range(len(RECIPE)))
-
-        def mp(v: np.ndarray, money: bool = False) -> str:
-            f = "${:,.0f}" if money else "{:,.0f}"
-            return f"{f.format(v.mean())} / {f.format(np.percentile(v, 95))}"
-
+        per = " | ".join(f"{fired[:, k].mean():.0%} / {fixed[:, k].mean():.0%} ({out.final[:, k].mean():.0%})"
+                         for k in range(len(RECIPE)))
         print(f"| {case.label} | {rate(int(fired.any(axis=1).sum()), args.runs)} | "
-              f"{rate(int(fixed.any(axis=1).sum()), args.fixed_runs)} | {per} | {mp(out.requests_run)} | "
-              f"{mp(out.requests_alarm)} | {mp(out.usd_run, True)} | {mp(out.usd_alarm, True)} |", flush=True)
+              f"{rate(int(fixed.any(axis=1).sum()), args.runs)} | {per} | {mean_p95(out.requests_alarm)} | "
+              f"{out.requests_alarm.mean() / eq_requests:.2f} | {mean_p95(out.usd_alarm, True)} | "
+              f"{mean_p95(out.usd_batch, True)} | {out.requests_run.mean():,.0f} |", flush=True)
     print(f"({time.perf_counter() - started:.0f} s)")
 
 
