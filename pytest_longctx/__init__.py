@@ -71,6 +71,7 @@ _EXPORTS = {
     "Evidence": "pytest_longctx.results.evidence:Evidence",
     "LengthAxis": "pytest_longctx.results.evidence:LengthAxis",
     "wilson": "pytest_longctx.results.stats:wilson",
+    "items_power": "pytest_longctx.results.power:items_power",
     "mcnemar_exact": "pytest_longctx.results.stats:mcnemar_exact",
     "GATE_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_EXIT_CODE",
     "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_ERROR_EXIT_CODE",
@@ -129,6 +130,7 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section as Section
     from pytest_longctx.results.evidence import Evidence as Evidence
     from pytest_longctx.results.evidence import LengthAxis as LengthAxis
+    from pytest_longctx.results.power import items_power as items_power
     from pytest_longctx.results.thresholds import (
         GATE_ERROR_EXIT_CODE as GATE_ERROR_EXIT_CODE,
     )

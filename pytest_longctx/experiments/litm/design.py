@@ -20,7 +20,6 @@ key position of that count only (the two files hold different rows), so its tria
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -57,42 +56,10 @@ def block_design(order: Sequence[int], counts: Sequence[int], per_cell: int, *,
                  counts_per_block: int = COUNTS_PER_BLOCK, baselines: bool = True) -> LitmDesign:
     """The design over questions in ``order`` for the numbers of documents ``counts`` (baselines 0 and 1 left out
     of them), ``per_cell`` questions a count."""
+    from pytest_longctx.util.blocks import balanced_blocks
+
     counts = sorted({n for n in counts if n not in BASELINE_COUNTS})
     k = max(1, min(counts_per_block, len(counts)))
-    blocks: dict[int, list[int]] = {n: [] for n in counts}
-    assigned: list[int] = []  # questions in the order they joined a block (the baselines' source)
-    together: Counter[tuple[int, int]] = Counter()
-    held: dict[int, set[int]] = {}
-    while order and counts and any(len(blocks[n]) < per_cell for n in counts):
-        before = sum(map(len, blocks.values()))
-        for q in order:
-            open_counts = [n for n in counts if len(blocks[n]) < per_cell and n not in held.get(q, set())]
-            if not open_counts:
-                if all(len(blocks[n]) >= per_cell for n in counts):
-                    break
-                continue
-            chosen = _pick(open_counts, k, blocks, together)
-            for i, a in enumerate(chosen):
-                blocks[a].append(q)
-                held.setdefault(q, set()).add(a)
-                for b in chosen[i + 1:]:
-                    together[min(a, b), max(a, b)] += 1
-            if q not in assigned:
-                assigned.append(q)
-        if sum(map(len, blocks.values())) == before:
-            break  # every question already holds every open count
-    chosen_baselines = tuple(assigned[:per_cell]) if baselines else ()
+    blocks, placed = balanced_blocks(order, counts, per_cell, k)
+    chosen_baselines = tuple(placed[:per_cell]) if baselines else ()
     return LitmDesign({n: tuple(qs) for n, qs in blocks.items()}, chosen_baselines, per_cell, k)
-
-
-def _pick(candidates: Sequence[int], k: int, blocks: Mapping[int, Sequence[int]],
-          together: Counter[tuple[int, int]]) -> list[int]:
-    """``k`` of ``candidates`` one at a time: the least filled, then the least often together with those already
-    picked, then the smaller count (deterministic)."""
-    chosen: list[int] = []
-    left = list(candidates)
-    for _ in range(min(k, len(left))):
-        best = min(left, key=lambda n: (len(blocks[n]), sum(together[min(n, c), max(n, c)] for c in chosen), n))
-        chosen.append(best)
-        left.remove(best)
-    return chosen
