@@ -115,7 +115,7 @@ def test_the_summary_says_what_the_folder_detects_and_how_many_items_to_generate
            in line
     plan = {"settings": {}, "plan": {"power": {"alpha": 0.05, "experiments": {"docs": {
         "clusters": 300, "trials": 2700, "assumptions": Assumptions().to_json()}}}}}
-    assert "this folder has enough" in folder_lines(plan)[0]
+    assert "these are enough" in folder_lines(plan)[0]
     assert folder_lines({"settings": {}, "trials": []}) == []
 
 
@@ -155,7 +155,8 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_the_pooled_alarm_counts
     assert all(len(v) == len(set(v)) == 56 and set(v) <= everyone for v in sizes.values())
     for fraction in FRACTIONS:  # the arms of a size ask the same items: the arm contrast is paired
         assert set(sizes[fraction, "long-context"]) == set(sizes[fraction, "rag"])
-    assert "docs items: 70 reviewed items asked 13 times each detect" in out  # 5 + 4 x 2
+    assert "docs items: 70 of the folder's 140 reviewed items asked 13 times each detect" in out  # 5 + 4 x 2
+    assert "the folder has them (`--longctx-samples 1" in out
     code, second, out = run("second", "--longctx-compare", str(pytester.path / "first" / "longctx.json"),
                             "--longctx-threshold", "experiment=docs:max-drop=0")
     assert code == 0, out

@@ -78,8 +78,9 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
     if plan.design == "blocks":
         from pytest_longctx.experiments.docs.design import fractions_per_item
 
-        n = plan.per_cell(plan.samples or 0) if plan.samples else (plan.items or 0)
-        k = fractions_per_item(n, len(plan.fractions))
+        s = settings(config)
+        n = plan.per_cell(int(s.samples) if s.samples_given else (plan.samples or s.model.profile.default_samples))
+        k = fractions_per_item(n, len(plan.fractions))  # of the items this run asks (--longctx-samples)
         conditions.update(design="blocks", fractions_per_item=k)
         why = (f"every item at every depth and at {k} of the {len(plan.fractions)} context sizes in both arms: "
                "nearly the full design's power for fewer requests (a folder's items are all there is)")

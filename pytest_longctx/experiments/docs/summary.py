@@ -70,13 +70,15 @@ def folder_lines(record: Mapping[str, Any]) -> list[str]:
              else ", and no share of items breaking")
     line = (f"docs items: {items}{where} reviewed items asked {per_item} times each detect {seen} with "
             f"{found['power']:.0%} power at one-sided alpha {alpha:.4g}")
-    need = found["items_needed"]
+    need, total = found["items_needed"], int(folder.get("items") or items)
+    detect = f"a {found['detect'] * 100:.0f}-point drop of either shape"
     if need is None:
-        return [line + f"; no folder size detects a {found['detect']:.0%} drop of either shape"]
+        return [line + f"; no folder size detects {detect}"]
     if need <= items:
-        return [line + f"; a {found['detect'] * 100:.0f}-point drop of either shape needs about {need} items: "
-                       f"this folder has enough [{found['assumptions']}]"]
-    more = f"{math.ceil((need - items) / documents)} more a document, " if documents else ""
-    return [line + f"; a {found['detect'] * 100:.0f}-point drop of either shape needs about {need} items ({more}"
-                   f"`longctx-docs generate DIR --model SPEC --all --per-doc N`, then review them) "
-                   f"[{found['assumptions']}]"]
+        return [line + f"; {detect} needs about {need} items: these are enough [{found['assumptions']}]"]
+    if need <= total:
+        return [line + f"; {detect} needs about {need} items: the folder has them (`--longctx-samples {need}`) "
+                       f"[{found['assumptions']}]"]
+    more = f"{math.ceil((need - total) / documents)} more a document, " if documents else ""
+    return [line + f"; {detect} needs about {need} items ({more}`longctx-docs generate DIR --model SPEC --all "
+                   f"--per-doc N`, then review them) [{found['assumptions']}]"]
