@@ -112,7 +112,8 @@ def litm_qa_blocks(per_cell: int, dollars: float, k: int = 1, name: str = "litm-
 
 def _kv(first: int, rows: int) -> list[int]:
     """litm-kv's trials: ``rows`` rows of the 75-key file at 4 positions, of the 140-key file at 5."""
-    return [first + r for r in range(rows) for _ in range(4)] + [first + rows + r for r in range(rows) for _ in range(5)]
+    return ([first + r for r in range(rows) for _ in range(4)]
+            + [first + rows + r for r in range(rows) for _ in range(5)])
 
 
 def docs_blocks(items: int, dollars: float, name: str = "docs blocks (new default, 140 items)") -> Layout:

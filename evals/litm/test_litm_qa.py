@@ -5,10 +5,10 @@ An NQ-Open question and ``documents`` Wikipedia passages, exactly one of which (
 ``gold_position``) holds the answer; the others are the passages most relevant to the question (BM25) that hold
 no answer. Closed-book (``documents=0``) and oracle (``1``) cells bracket it. The paper's prompts, greedy decoding,
 100 new tokens; an answer is right when a normalised gold answer occurs in it (best_subspan_em). Trial *i* of every
-cell asks the same question (paired); under a remote model's default ``--longctx-litm-design blocks`` a question is
-asked at one number of documents at every gold position (and some in the baselines), so three times the questions
-share the trials (pytest_longctx/experiments/litm/design.py). See pytest_longctx/experiments/litm/; key-value retrieval is in
-test_litm_kv.py.
+cell asks the same question (paired); under a remote model's default ``--longctx-litm-design blocks`` a question
+is asked at one number of documents at every gold position (and some in the baselines), so three times the
+questions share the trials (pytest_longctx/experiments/litm/design.py). See pytest_longctx/experiments/litm/;
+key-value retrieval is in test_litm_kv.py.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ G = TypeVar("G", bound=Hashable)
 T = TypeVar("T", bound=Hashable)
 
 
-def balanced_blocks(order: Sequence[T], groups: Sequence[G], per_group: int, k: int) -> tuple[dict[G, list[T]], list[T]]:
+def balanced_blocks(order: Sequence[T], groups: Sequence[G], per_group: int, k: int,
+                    ) -> tuple[dict[G, list[T]], list[T]]:
     """``group -> items`` (in the order they joined) and the items in the order they were first placed."""
     k = max(1, min(k, len(groups)))
     rank = {g: i for i, g in enumerate(groups)}

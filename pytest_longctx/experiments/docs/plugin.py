@@ -73,7 +73,7 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
     from pytest_longctx.experiments.docs.conditions import docs_plan
 
     plan = docs_plan(settings(config), docs_options(config))
-    conditions = {"depths": plan.depths, "context_fractions": plan.fractions, "items": plan.items,
+    conditions: dict[str, Any] = {"depths": plan.depths, "context_fractions": plan.fractions, "items": plan.items,
                   "context": docs_options(config).context}
     if plan.design == "blocks":
         from pytest_longctx.experiments.docs.design import fractions_per_item
@@ -94,8 +94,8 @@ def pytest_longctx_evidence() -> list[Any]:
 
     return [Evidence("docs", "item", "QA item",
                      "sample i asks the same reviewed QA item in every depth, size and arm cell (under "
-                     "--longctx-docs-design blocks: every depth, some sizes), and it shares its fate there", LengthAxis("context_fraction", tokens="context_tokens",
-                                              where={"arm": "long-context"}))]
+                     "--longctx-docs-design blocks: every depth, some sizes), and it shares its fate there",
+                     LengthAxis("context_fraction", tokens="context_tokens", where={"arm": "long-context"}))]
 
 
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:

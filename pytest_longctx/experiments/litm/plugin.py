@@ -67,7 +67,8 @@ def pytest_configure(config: pytest.Config) -> None:
         s = settings(config)
         design = resolve_design(raw["litm-design"], remote=s.model.profile.runs == "remote", protocol=s.protocol,
                                 samples_all=s.samples_all)
-        return parse_options(*(raw[n] for n, _ in OPTIONS if n != "litm-design"), design=design)
+        documents, keys, positions, baselines = (raw[n] for n, _ in OPTIONS if n != "litm-design")
+        return parse_options(documents, keys, positions, baselines, design=design)
 
     if active(config):  # not under -p no:longctx
         config.stash[OPTIONS_KEY] = resolve_options(config, _definitions(), resolve)
@@ -112,7 +113,8 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
                   "questions for the paper's 10/20/30): the pooled alarm sees a 5-point drop, diffuse or "
                   "concentrated, for the full design's requests")
         n = REMOTE_SAMPLES if remote else None
-        return [Defaults("litm-qa", n, blocks, qa_why if remote else ""), Defaults("litm-kv", n, why=why if remote else "")]
+        return [Defaults("litm-qa", n, blocks, qa_why if remote else ""),
+                Defaults("litm-kv", n, why=why if remote else "")]
     return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in ("litm-qa", "litm-kv")]
 
 
