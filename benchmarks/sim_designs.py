@@ -18,9 +18,14 @@ run flips 2% of its answers at random; "unrelated" models draw their own. Three 
 
 The designs are the ones the plugin builds: qa's block design comes from ``experiments.qa.design.block_design``
 (every question fitting every size; the real corpus lets 280 of the 395 questions fit 2,000 tokens, which changes
-which block a question joins, not the shape). Requests and list-price dollars come from the plans
-(``pytest evals/qa --longctx-plan --longctx-model anthropic/claude-sonnet-4-5 [--longctx-qa-design full]``), and
-scale with the trials for the rows derived from them (said in the table).
+which block a question joins, not the shape), litm's from ``experiments.litm.design.block_design`` (the recipe's
+``litm-*`` alarm pools litm-qa and litm-kv: rows for both together and for litm-qa alone), docs' from
+``experiments.docs.design.block_design``. Requests and list-price dollars come from the plans
+(``pytest evals/<qa|litm|docs> --longctx-plan --longctx-model anthropic/claude-sonnet-4-5`` with
+``--longctx-<qa|litm|docs>-design full`` for the old designs), and scale with the trials for the rows derived from
+them (said in the table). The "plan" column is ``results/power.py``'s figure with the disagreements of two runs as
+correlated within an item as the answers (``diff_icc = icc``: this simulation's data model), not the plan's
+stated default of 0.05.
 
     python benchmarks/sim_designs.py --only "new default"     # the new defaults, 1,000 runs a case (~20 min)
     python benchmarks/sim_designs.py --runs 200               # every design, a quicker look
@@ -173,7 +178,7 @@ def equal_power(layout: Layout, cells: int, per_cell: int, icc: float) -> int | 
     """Today's full design: the items a cell would need (``--longctx-samples``) for a 5-point drop at 80% power."""
     _, counts = np.unique(layout.cluster, return_counts=True)
     design = Design(layout.trials, layout.items, float((counts ** 2).sum() / counts.sum()))
-    return samples_for(0.05, design, per_cell, ALPHA, Assumptions(icc=icc))
+    return samples_for(0.05, design, per_cell, ALPHA, Assumptions(icc=icc, diff_icc=icc))
 
 
 CASES = (("versions", 0.5), ("versions", 0.9), ("unrelated", 0.5))
@@ -220,7 +225,7 @@ def main() -> None:
              "the shipped folder's 14 documents x 10 reviewed items, every item in every cell (judge calls not "
              "counted)"),
         docs_blocks(140, DOCS_BLOCKS_USD),
-        *(docs_blocks(n, DOCS_BLOCKS_USD * n / 140, f"docs blocks at {n} items") for n in (200, 260)),
+        *(docs_blocks(n, DOCS_BLOCKS_USD * n / 140, f"docs blocks at {n} items") for n in (200, 240, 260)),
         Layout(
             "litm (qa + kv) full (today)", np.concatenate([np.tile(np.arange(180), 17), np.array(_kv(180, 180))]),
             4_680, LITM_USD, "the recipe's litm-* alarm: 180 questions in all 17 QA cells, 360 key-value rows"),
