@@ -17,6 +17,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
 * In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
   builders :func:`cell_bars`, :func:`accuracy_lines`; :class:`Evidence` and :class:`LengthAxis` (units of
   evidence and the context-length axis, ``pytest_longctx_evidence``).
+* For an experiment whose items are limited (a folder of reviewed items): :func:`items_power` (what N items
+  detect, and how many a drop needs).
 """
 
 from __future__ import annotations
