@@ -18,9 +18,14 @@ run flips 2% of its answers at random; "unrelated" models draw their own. Three 
 
 The designs are the ones the plugin builds: qa's block design comes from ``experiments.qa.design.block_design``
 (every question fitting every size; the real corpus lets 280 of the 395 questions fit 2,000 tokens, which changes
-which block a question joins, not the shape). Requests and list-price dollars come from the plans
-(``pytest evals/qa --longctx-plan --longctx-model anthropic/claude-sonnet-4-5 [--longctx-qa-design full]``), and
-scale with the trials for the rows derived from them (said in the table).
+which block a question joins, not the shape), litm's from ``experiments.litm.design.block_design`` (the recipe's
+``litm-*`` alarm pools litm-qa and litm-kv: rows for both together and for litm-qa alone), docs' from
+``experiments.docs.design.block_design``. Requests and list-price dollars come from the plans
+(``pytest evals/<qa|litm|docs> --longctx-plan --longctx-model anthropic/claude-sonnet-4-5`` with
+``--longctx-<qa|litm|docs>-design full`` for the old designs), and scale with the trials for the rows derived from
+them (said in the table). The "plan" column is ``results/power.py``'s figure with the disagreements of two runs as
+correlated within an item as the answers (``diff_icc = icc``: this simulation's data model), not the plan's
+stated default of 0.05.
 
     python benchmarks/sim_designs.py --only "new default"     # the new defaults, 1,000 runs a case (~20 min)
     python benchmarks/sim_designs.py --runs 200               # every design, a quicker look
@@ -37,6 +42,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_longctx.experiments.docs.design import block_design as docs_design
+from pytest_longctx.experiments.litm.design import block_design as litm_design
+from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import SIZES_PER_DEPTH_BLOCK, VARIANTS_PER_BLOCK, block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.clustered import paired_difference
@@ -86,6 +94,44 @@ def qa_blocks(per_cell: int, dollars: float, kv: int = VARIANTS_PER_BLOCK, ks: i
                   f"{len(ids)} questions: {kv} variants x 3 positions at one size, or {ks} size(s) x 5 depths")
 
 
+def litm_qa_blocks(per_cell: int, dollars: float, k: int = 1, name: str = "litm-qa blocks (new default)",
+                   kv: bool = False) -> Layout:
+    """litm-qa's default remote design (``--longctx-litm-design blocks``), built by the plugin's own function: the
+    paper's 10/20/30 documents at their positions and the two baselines, ``per_cell`` questions a cell; with ``kv``
+    also litm-kv's 9 cells (its rows are of one key count each: 180 x 4 + 180 x 5), the recipe's ``litm-*`` alarm."""
+    design = litm_design(list(range(2655)), list(QA_POSITIONS), per_cell, counts_per_block=k)
+    clusters: list[int] = []
+    for n, questions in design.blocks.items():
+        for q in questions:
+            clusters += [q] * len(QA_POSITIONS[n])  # every gold position of its number of documents
+    clusters += [q for q in design.baselines for _ in range(2)]  # closed-book and oracle
+    ids = {q: i for i, q in enumerate(sorted(set(clusters)))}
+    cluster = [ids[q] for q in clusters]
+    if kv:
+        cluster += _kv(len(ids), per_cell)
+    trials = len(cluster)
+    note = (f"{len(ids)} questions, each at {k} number(s) of documents at every gold position; "
+            f"{len(design.baselines)} of them in the baselines" + ("; + litm-kv today" if kv else ""))
+    return Layout(name, np.array(cluster), trials, dollars, note)
+
+
+def _kv(first: int, rows: int) -> list[int]:
+    """litm-kv's trials: ``rows`` rows of the 75-key file at 4 positions, of the 140-key file at 5."""
+    return ([first + r for r in range(rows) for _ in range(4)]
+            + [first + rows + r for r in range(rows) for _ in range(5)])
+
+
+def docs_blocks(items: int, dollars: float, name: str = "docs blocks (new default, 140 items)") -> Layout:
+    """docs' default remote design (``--longctx-docs-design blocks``), built by the plugin's own function: every
+    item at the 5 depths, and at the design's share of the 5 sizes in both arms."""
+    design = docs_design(items, [0, 25, 50, 75, 100])
+    clusters = [i for i in range(items) for _ in range(5)]
+    clusters += [i for asked in design.sizes.values() for i in asked for _ in range(2)]
+    return Layout(name, np.array(clusters), len(clusters), dollars,
+                  f"{items} items: 5 depths + {design.fractions_per_item} of 5 sizes x 2 arms "
+                  f"({design.per_size_cell()} a size cell)")
+
+
 def latent(rng: np.random.Generator, cluster: np.ndarray, items: int, icc: float) -> np.ndarray:
     shared = rng.random(items)[cluster]
     return np.where(rng.random(len(cluster)) < math.sqrt(icc), shared, rng.random(len(cluster)))
@@ -120,17 +166,19 @@ def rate(rng: np.random.Generator, layout: Layout, runs: int, accuracy: float, i
 
 
 def plan_drop(layout: Layout, icc: float) -> float | None:
-    """The plan's figure (``results/power.py``) for this design: smallest drop seen with 80% power."""
+    """The plan's figure (``results/power.py``) for this design: smallest drop seen with 80% power, with the
+    disagreements of two runs as correlated within an item as the answers (this simulation's data model: a run's
+    2% flips follow the item's shared uniform)."""
     _, counts = np.unique(layout.cluster, return_counts=True)
     design = Design(layout.trials, layout.items, float((counts ** 2).sum() / counts.sum()))
-    return detectable_drop(design, ALPHA, Assumptions(icc=icc))
+    return detectable_drop(design, ALPHA, Assumptions(icc=icc, diff_icc=icc))
 
 
 def equal_power(layout: Layout, cells: int, per_cell: int, icc: float) -> int | None:
     """Today's full design: the items a cell would need (``--longctx-samples``) for a 5-point drop at 80% power."""
     _, counts = np.unique(layout.cluster, return_counts=True)
     design = Design(layout.trials, layout.items, float((counts ** 2).sum() / counts.sum()))
-    return samples_for(0.05, design, per_cell, ALPHA, Assumptions(icc=icc))
+    return samples_for(0.05, design, per_cell, ALPHA, Assumptions(icc=icc, diff_icc=icc))
 
 
 CASES = (("versions", 0.5), ("versions", 0.9), ("unrelated", 0.5))
@@ -173,9 +221,21 @@ def main() -> None:
                             "(icc 0.5; dollars scaled from today's plan)"))
     layouts += [
         full("docs (today, 20 items)", 15, 20, 300, DOCS_USD, "5 depths + 5 sizes x 2 arms"),
-        full("docs (new default, 140 items)", 15, 140, 2_100, DOCS140_USD,
+        full("docs full (today, 140 items)", 15, 140, 2_100, DOCS140_USD,
              "the shipped folder's 14 documents x 10 reviewed items, every item in every cell (judge calls not "
              "counted)"),
+        docs_blocks(140, DOCS_BLOCKS_USD),
+        *(docs_blocks(n, DOCS_BLOCKS_USD * n / 140, f"docs blocks at {n} items") for n in (200, 240, 260)),
+        Layout(
+            "litm (qa + kv) full (today)", np.concatenate([np.tile(np.arange(180), 17), np.array(_kv(180, 180))]),
+            4_680, LITM_USD, "the recipe's litm-* alarm: 180 questions in all 17 QA cells, 360 key-value rows"),
+        litm_qa_blocks(180, LITM_USD, name="litm (qa + kv) blocks (new default)", kv=True),
+        litm_qa_blocks(180, LITM_QA_USD),
+        litm_qa_blocks(120, LITM_QA_USD * 2 / 3, name="litm-qa blocks at 120 a cell (alternative)"),
+        litm_qa_blocks(180, LITM_QA_USD, k=2, name="litm-qa blocks, 2 counts a question (alternative)"),
+        Layout(
+            "litm-kv (today)", np.array(_kv(0, 180)), 1_620, LITM_USD - LITM_QA_USD,
+            "each row asked at every key position of its one key count"),
         full("litm-qa (today)", 17, 180, 3_060, LITM_QA_USD),
         Layout("litm-qa, 360 questions x 8.5 cells", np.concatenate(
             [np.tile(np.arange(180), 9), np.tile(np.arange(180, 360), 8)]), 3_060, LITM_QA_USD,
@@ -196,7 +256,9 @@ QA_FULL_USD = 134.10
 QA_BLOCKS_USD = 195.41
 QA_BLOCKS4_USD = 170.14
 DOCS_USD = 2.73
-DOCS140_USD = 19.08
+DOCS140_USD = 19.07
+DOCS_BLOCKS_USD = 14.35
+LITM_USD = 57.37  # litm-qa and litm-kv, the same for the full and the block design (the cells keep their trials)
 LITM_QA_USD = 37.0
 LRT_USD = 64.0
 

@@ -17,6 +17,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
 * In the report hooks (``pytest_longctx.hookspecs``): :class:`Section`, :class:`Figure` and the chart
   builders :func:`cell_bars`, :func:`accuracy_lines`; :class:`Evidence` and :class:`LengthAxis` (units of
   evidence and the context-length axis, ``pytest_longctx_evidence``).
+* For an experiment whose items are limited (a folder of reviewed items): :func:`items_power` (what N items
+  detect, and how many a drop needs).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ _EXPORTS = {
     "Evidence": "pytest_longctx.results.evidence:Evidence",
     "LengthAxis": "pytest_longctx.results.evidence:LengthAxis",
     "wilson": "pytest_longctx.results.stats:wilson",
+    "items_power": "pytest_longctx.results.power:items_power",
     "mcnemar_exact": "pytest_longctx.results.stats:mcnemar_exact",
     "GATE_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_EXIT_CODE",
     "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_ERROR_EXIT_CODE",
@@ -129,6 +132,7 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.sections import Section as Section
     from pytest_longctx.results.evidence import Evidence as Evidence
     from pytest_longctx.results.evidence import LengthAxis as LengthAxis
+    from pytest_longctx.results.power import items_power as items_power
     from pytest_longctx.results.thresholds import (
         GATE_ERROR_EXIT_CODE as GATE_ERROR_EXIT_CODE,
     )

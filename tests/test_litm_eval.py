@@ -63,8 +63,8 @@ def test_u_curve_through_the_local_messages_api(longctx_runner: Any, api: Any, l
     questions = load_questions(litm_data_dir / corpus_file("qa").file)
     srv = api(ends_model({q.question: q.answers for q in questions}))
     run = longctx_runner.run(str(EVALS), "--longctx-data-dir", str(litm_data_dir), "--longctx-samples", "4",
-                             "--longctx-litm-documents", "10,20", "--longctx-litm-keys", "75", *xdist,
-                             model=MODEL, subprocess=True)
+                             "--longctx-litm-documents", "10,20", "--longctx-litm-keys", "75",
+                             "--longctx-litm-design", "full", *xdist, model=MODEL, subprocess=True)
     assert run.ret == 0, run.result.stdout.str()  # wrong answers are data (no gate set); errors would show below
     record = run.record
     expected_qa = {(0, None): 0, (1, 0): 4, (10, 0): 4, (10, 4): 0, (10, 9): 4,
@@ -153,5 +153,5 @@ def test_help_lists_the_options(longctx_runner: Any) -> None:
     result = longctx_runner.pytester.runpytest_subprocess("--help")
     text = result.stdout.str()
     for flag in ("--longctx-litm-documents", "--longctx-litm-keys", "--longctx-litm-positions",
-                 "--longctx-litm-baselines"):
+                 "--longctx-litm-baselines", "--longctx-litm-design"):
         assert flag in text

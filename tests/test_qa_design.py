@@ -146,7 +146,8 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by
 
 
 @pytest.mark.parametrize(("model", "args", "collected"), [
-    ("anthropic/claude-sonnet-4-5", [], 15 * 140),  # every reviewed item of the shipped folder in every cell
+    ("anthropic/claude-sonnet-4-5", [], 5 * 140 + 10 * 56),  # every reviewed item, at every depth (docs blocks)
+    ("anthropic/claude-sonnet-4-5", ["--longctx-docs-design", "full"], 15 * 140),  # every item in every cell
     ("anthropic/claude-sonnet-4-5", ["--longctx-samples", "20"], 15 * 20),
     ("fake/perfect", [], 15 * 40),  # the core's default, capped by the items
 ])

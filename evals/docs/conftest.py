@@ -7,6 +7,7 @@ import pytest
 
 from pytest_longctx import ModelClient, Settings, UsageError, samples_for, set_cell_samples, settings
 from pytest_longctx.experiments.docs.conditions import docs_plan
+from pytest_longctx.experiments.docs.design import DocsDesign, block_design
 from pytest_longctx.experiments.docs.experiment import DocsExperiment
 from pytest_longctx.experiments.docs.plugin import docs_options
 
@@ -17,10 +18,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     plan = docs_plan(settings(metafunc.config), docs_options(metafunc.config))
     if "depth" in metafunc.fixturenames:
         metafunc.parametrize("depth", plan.depths)
+    resolved = samples_for(metafunc.config, "docs")
     if "context_fraction" in metafunc.fixturenames:
         metafunc.parametrize("context_fraction", plan.fractions)
         metafunc.parametrize("arm", plan.arms)
-    set_cell_samples(metafunc, plan.per_cell(samples_for(metafunc.config, "docs")))
+        set_cell_samples(metafunc, plan.per_size_cell(resolved))  # fewer under the block design
+    else:
+        set_cell_samples(metafunc, plan.per_cell(resolved))
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +38,13 @@ def docs(pytestconfig: pytest.Config, longctx_settings: Settings, longctx_client
     return DocsExperiment.load(folder, count_tokens=longctx_client.backend.count_tokens, budget=o.context,
                                review=o.review, scorer=o.scorer, use_judge=o.judge, label=label,
                                protocol=s.protocol, seed=s.seed)
+
+
+@pytest.fixture(scope="session")
+def docs_design(pytestconfig: pytest.Config) -> DocsDesign | None:
+    """Which item each size cell's samples ask (``--longctx-docs-design blocks``), else None: sample i asks item i
+    in every cell."""
+    plan = docs_plan(settings(pytestconfig), docs_options(pytestconfig))
+    if plan.design != "blocks":
+        return None
+    return block_design(plan.per_cell(samples_for(pytestconfig, "docs")), plan.fractions)

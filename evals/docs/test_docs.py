@@ -1,7 +1,9 @@
 """Long-context QA on your own documents (--longctx-docs DIR; default fixtures/docs).
 
 Cells are paired: sample i asks the same reviewed question (a seeded order of the items) in every
-depth and size cell, with the same distractor documents, so cells compare with McNemar. The
+depth and size cell, with the same distractor documents, so cells compare with McNemar. Under a remote
+model's default ``--longctx-docs-design blocks`` every item is asked at every depth and at a balanced
+subset of the sizes, in both arms (pytest_longctx/experiments/docs/design.py). The
 context is made of whole documents: the answer document exactly once, among the folder's other
 documents as distractors. The model answers in one line. The first line is scored by the primary
 scorer (--longctx-docs-scorer, default best-subspan match); exact match, token F1 and an LLM
@@ -39,8 +41,11 @@ async def test_position(longctx, longctx_judge, docs, depth: int) -> None:
     assert graded.correct, f"{graded.scorer}: expected {item.answer!r}"
 
 
-async def test_context_size(longctx, longctx_judge, docs, context_fraction: int, arm: str) -> None:
-    item = docs.item_for(longctx.sample)
+async def test_context_size(longctx, longctx_judge, docs, docs_design, context_fraction: int, arm: str) -> None:
+    sample = longctx.sample if docs_design is None else docs_design.sample(context_fraction, longctx.sample)
+    if sample is None:
+        pytest.skip(f"the docs block design gives {context_fraction}% fewer than {longctx.sample + 1} items")
+    item = docs.item_for(sample)
     longctx.record(item=item.id, protocol=docs.protocol)  # also on an errored or planned trial
     stack = docs.of_size(item, context_fraction)
     context, retrieval = docs.retrieve(stack, item) if arm == "rag" else (docs.render(stack), {})

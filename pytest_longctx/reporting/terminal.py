@@ -41,6 +41,8 @@ def write_summary(tr: pytest.TerminalReporter, state: Any, settings: Settings) -
                 tr.write_line(line)
     cells = record["cells"]
     if not cells:
+        for line in state.summary_lines if record.get("plan") is not None else ():  # e.g. what a folder detects
+            tr.write_line(f"longctx {line}")
         _footer(tr, state)
         return
     from pytest_longctx.reporting.samples import samples_per_cell

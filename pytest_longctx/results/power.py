@@ -353,3 +353,34 @@ def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: 
         by_threshold.append({"threshold": t.text, **statement(design, assumptions, None, most)})
     return {"power": POWER, "alpha": round(level, 6), "alpha_text": level_text,
             "experiments": experiments, "thresholds": by_threshold}
+
+
+def items_power(items: int, per_item: int, alpha: float, assumptions: Mapping[str, Any] | None = None,
+                drop: float = 0.05, power: float = POWER, most: int = 20_000) -> dict[str, Any]:
+    """What ``items`` items asked ``per_item`` times each detect (diffuse and concentrated), and how many such items
+    a ``drop`` of either shape needs (None: more than ``most``). For an experiment whose items are limited (a
+    folder of reviewed items): ``assumptions`` is an :class:`Assumptions`' JSON (the stated defaults when None)."""
+    a = Assumptions(**dict(assumptions)) if assumptions else Assumptions()
+
+    def design(g: int) -> Design:
+        return Design.of_sizes([max(per_item, 1)] * g)
+
+    def enough(g: int) -> bool:
+        d = design(g)
+        diffuse = detectable_drop(d, alpha, a, power)
+        share = detectable_share(d, alpha, a, power)
+        return diffuse is not None and diffuse <= drop and share is not None and share * a.accuracy <= drop
+
+    need: int | None = None
+    if enough(most):
+        low, high = 1, most
+        while high - low > 1:
+            mid = (low + high) // 2
+            low, high = (low, mid) if enough(mid) else (mid, high)
+        need = high
+    here = design(items) if items >= 2 else None
+    diffuse = detectable_drop(here, alpha, a, power) if here else None
+    return {"items": items, "per_item": per_item, "alpha": alpha, "power": power,
+            "diffuse": None if diffuse is None else round(diffuse, 4),
+            "concentrated": concentrated(here, alpha, a, power) if here else None,
+            "detect": drop, "items_needed": need, "assumptions": a.source}

@@ -42,12 +42,23 @@ class DocsPlan:
     items: int | None = None
     #: every item in every cell (the source protocol, --longctx-samples all)
     every_item: bool = False
+    #: blocks (each item at every depth and at a balanced subset of the sizes, :mod:`.design`) or full
+    design: str = "full"
 
     def per_cell(self, resolved: int) -> int:
         """Trials per cell: every item, or ``resolved`` (``samples_for``) capped by the items there are."""
         if self.every_item and self.items:
             return self.items
         return min(resolved, self.items) if self.items else resolved
+
+    def per_size_cell(self, resolved: int) -> int:
+        """Trials per size cell: :meth:`per_cell`, or under the block design the items each size is given."""
+        n = self.per_cell(resolved)
+        if self.design != "blocks":
+            return n
+        from pytest_longctx.experiments.docs.design import size_cell_items
+
+        return size_cell_items(n, len(self.fractions))
 
 
 def item_count(settings: Settings, options: DocsOptions) -> int | None:
@@ -68,4 +79,5 @@ def docs_plan(settings: Settings, options: DocsOptions) -> DocsPlan:
     samples = CPU_SAMPLES if cpu else (min(items, REMOTE_MOST) if remote and items else None)
     return DocsPlan(depths=list(CPU_DEPTHS if cpu else DEPTHS), fractions=list(CPU_FRACTIONS if cpu else FRACTIONS),
                     arms=list(ARMS), samples=samples, items=items,
-                    every_item=(source or settings.samples_all) and not settings.samples_given)
+                    every_item=(source or settings.samples_all) and not settings.samples_given,
+                    design=options.design)

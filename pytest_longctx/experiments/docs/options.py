@@ -22,7 +22,12 @@ JUDGE = OptionDef("docs-judge", "auto", "also grade every docs answer with the j
                   negated="false")
 CONTEXT = OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the "
                     "model's window minus 512 for question and answer, at most 1024 for local models)")
-OPTIONS = (DOCS, REVIEW, SCORER, JUDGE, CONTEXT)
+DESIGN = OptionDef("docs-design", None, "which docs size cells ask which items: blocks (every item at every depth, "
+                   "and at a balanced subset of the context sizes in both arms, each size keeping at least 50 items; "
+                   "fewer requests for nearly the same power) or full (every item in every cell) (default: blocks "
+                   "for a remote model under the longctx protocol, else full)")
+OPTIONS = (DOCS, REVIEW, SCORER, JUDGE, CONTEXT, DESIGN)
+DESIGNS = ("blocks", "full")
 
 
 @dataclass(frozen=True)
@@ -34,6 +39,8 @@ class DocsOptions:
     scorer: str = "subspan"
     judge: bool = True
     context: int = 0
+    #: --longctx-docs-design resolved: blocks (:mod:`.design`) or full
+    design: str = "full"
 
     def folder_or_default(self, settings: Settings) -> Path:
         """--longctx-docs, else the project's ``fixtures/docs``."""
@@ -41,7 +48,8 @@ class DocsOptions:
 
     def to_json(self) -> dict[str, Any]:
         return {"docs": str(self.folder) if self.folder else None, "docs_review": self.review,
-                "docs_scorer": self.scorer, "docs_judge": self.judge, "docs_context": self.context}
+                "docs_scorer": self.scorer, "docs_judge": self.judge, "docs_context": self.context,
+                "docs_design": self.design}
 
 
 def resolve(raw: dict[str, Any], settings: Settings) -> DocsOptions:
@@ -63,4 +71,22 @@ def resolve(raw: dict[str, Any], settings: Settings) -> DocsOptions:
     window = settings.context_window
     context = (whole_number(CONTEXT, str(raw["docs-context"]), 128) if raw["docs-context"] is not None
                else min(max(window - 512, window // 2), 1024 if settings.model.profile.runs == "cpu" else window))
-    return DocsOptions(folder=folder, review=review, scorer=scorer, judge=judge, context=context)
+    return DocsOptions(folder=folder, review=review, scorer=scorer, judge=judge, context=context,
+                       design=resolve_design(raw.get("docs-design"), settings))
+
+
+def resolve_design(given: object, settings: Settings) -> str:
+    """``--longctx-docs-design``: blocks by default for a remote model under the longctx protocol (not with
+    ``--longctx-samples all``: every item in every cell); the source protocol keeps the write-up's full design."""
+    if given is None:
+        remote = settings.model.profile.runs == "remote"
+        return "blocks" if remote and settings.protocol == "longctx" and not settings.samples_all else "full"
+    design = str(given).strip().lower()
+    if design not in DESIGNS:
+        raise UsageError(f"{DESIGN.flag}: expected blocks or full, got {given!r}")
+    if design == "blocks" and settings.protocol == "source":
+        raise UsageError(f"{DESIGN.flag} blocks: the source protocol keeps the write-up's full design; drop it or "
+                         "use --longctx-protocol longctx")
+    if design == "blocks" and settings.samples_all:
+        raise UsageError(f"{DESIGN.flag} blocks: --longctx-samples all asks every item in every cell; drop one")
+    return design

@@ -48,7 +48,18 @@ def docs_options(config: pytest.Config) -> DocsOptions:
 
 
 def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    return docs_options(config).to_json()
+    """The options, and the folder's usable items and documents (for the summary's statement of what they detect)."""
+    from pytest_longctx import settings
+    from pytest_longctx.experiments.docs.conditions import docs_plan
+    from pytest_longctx.experiments.docs.documents import load_documents
+
+    options = docs_options(config)
+    plan = docs_plan(settings(config), options)
+    try:
+        documents: int | None = len(load_documents(options.folder_or_default(settings(config))))
+    except Exception:  # an unreadable folder is the fixture's error to report
+        documents = None
+    return {**options.to_json(), "docs_folder": {"items": plan.items, "documents": documents}}
 
 
 def _mine(rows: Rows) -> list[Mapping[str, Any]]:
@@ -62,8 +73,19 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
     from pytest_longctx.experiments.docs.conditions import docs_plan
 
     plan = docs_plan(settings(config), docs_options(config))
-    return [Defaults(EXPERIMENT, plan.samples, {"depths": plan.depths, "context_fractions": plan.fractions,
-                                                "items": plan.items, "context": docs_options(config).context})]
+    conditions: dict[str, Any] = {"depths": plan.depths, "context_fractions": plan.fractions, "items": plan.items,
+                  "context": docs_options(config).context}
+    if plan.design == "blocks":
+        from pytest_longctx.experiments.docs.design import fractions_per_item
+
+        s = settings(config)
+        n = plan.per_cell(int(s.samples) if s.samples_given else (plan.samples or s.model.profile.default_samples))
+        k = fractions_per_item(n, len(plan.fractions))  # of the items this run asks (--longctx-samples)
+        conditions.update(design="blocks", fractions_per_item=k)
+        why = (f"every item at every depth and at {k} of the {len(plan.fractions)} context sizes in both arms: "
+               "nearly the full design's power for fewer requests (a folder's items are all there is)")
+        return [Defaults(EXPERIMENT, plan.samples, conditions, why)]
+    return [Defaults(EXPERIMENT, plan.samples, conditions)]
 
 
 def pytest_longctx_evidence() -> list[Any]:
@@ -71,9 +93,9 @@ def pytest_longctx_evidence() -> list[Any]:
     from pytest_longctx import Evidence, LengthAxis
 
     return [Evidence("docs", "item", "QA item",
-                     "sample i asks the same reviewed QA item in every depth, size and arm cell, and it shares its "
-                     "fate there", LengthAxis("context_fraction", tokens="context_tokens",
-                                              where={"arm": "long-context"}))]
+                     "sample i asks the same reviewed QA item in every depth, size and arm cell (under "
+                     "--longctx-docs-design blocks: every depth, some sizes), and it shares its fate there",
+                     LengthAxis("context_fraction", tokens="context_tokens", where={"arm": "long-context"}))]
 
 
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
@@ -97,6 +119,6 @@ def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
 
 def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:
     """Every scorer's accuracy, the judge's agreement, and RAG recall (docs trials only)."""
-    from pytest_longctx.experiments.docs.summary import docs_summary
+    from pytest_longctx.experiments.docs.summary import docs_summary, folder_lines
 
-    return docs_summary(record.get("trials") or [])
+    return docs_summary(record.get("trials") or []) + folder_lines(record)

@@ -1,7 +1,9 @@
-"""Terminal lines for the docs experiment: every scorer's accuracy, judge agreement, RAG recall."""
+"""Terminal lines for the docs experiment: every scorer's accuracy, judge agreement, RAG recall; what the folder's
+items detect."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -32,3 +34,51 @@ def docs_summary(trials: Iterable[Mapping[str, Any]]) -> list[str]:
         cells = "  ".join(f"{k}%: {sum(v) / len(v):.2f} (n={len(v)})" for k, v in sorted(recall.items()))
         lines.append(f"docs rag retrieval recall by context_fraction: {cells}")
     return lines
+
+
+def _alarm_level(settings: Mapping[str, Any]) -> float:
+    """The one-sided level of one pooled alarm in the worst case (Holm's first step over the run's alarms)."""
+    alarms = [t for t in settings.get("thresholds") or []
+              if "max-drop" in str(t) and "/shown" not in str(t) and "/each" not in str(t)]
+    return float(settings.get("alpha") or 0.05) / max(len(alarms), 1)
+
+
+def folder_lines(record: Mapping[str, Any]) -> list[str]:
+    """How many items the docs folder supports, what they detect, and how many a 5-point drop needs (a plan reads
+    its power statement; a run its docs trials)."""
+    from pytest_longctx import items_power
+
+    settings = record.get("settings") or {}
+    power = (record.get("plan") or {}).get("power") or {}
+    planned = (power.get("experiments") or {}).get("docs")
+    if planned:
+        items, trials, alpha = int(planned["clusters"]), int(planned["trials"]), float(power["alpha"])
+        assumptions = planned.get("assumptions")
+    else:
+        asked = [t for t in record.get("trials") or [] if t.get("experiment") == "docs" and t.get("item")]
+        items, trials, alpha, assumptions = len({t["item"] for t in asked}), len(asked), _alarm_level(settings), None
+    if items < 2:
+        return []
+    per_item = max(round(trials / items), 1)
+    found = items_power(items, per_item, alpha, assumptions)
+    folder = settings.get("docs_folder") or {}
+    documents = int(folder.get("documents") or 0)
+    where = f" of the folder's {folder['items']}" if folder.get("items") and folder["items"] != items else ""
+    seen = (f"a drop of {found['diffuse']:.3f} diffuse" if found["diffuse"] is not None else "no diffuse drop")
+    broken = found["concentrated"]
+    seen += (f", or {broken['items']} items breaking (a drop of {broken['drop']:.3f})" if broken
+             else ", and no share of items breaking")
+    line = (f"docs items: {items}{where} reviewed items asked {per_item} times each detect {seen} with "
+            f"{found['power']:.0%} power at one-sided alpha {alpha:.4g}")
+    need, total = found["items_needed"], int(folder.get("items") or items)
+    detect = f"a {found['detect'] * 100:.0f}-point drop of either shape"
+    if need is None:
+        return [line + f"; no folder size detects {detect}"]
+    if need <= items:
+        return [line + f"; {detect} needs about {need} items: these are enough [{found['assumptions']}]"]
+    if need <= total:
+        return [line + f"; {detect} needs about {need} items: the folder has them (`--longctx-samples {need}`) "
+                       f"[{found['assumptions']}]"]
+    more = f"{math.ceil((need - total) / documents)} more a document, " if documents else ""
+    return [line + f"; {detect} needs about {need} items ({more}`longctx-docs generate DIR --model SPEC --all "
+                   f"--per-doc N`, then review them) [{found['assumptions']}]"]

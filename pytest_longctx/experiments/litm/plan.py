@@ -39,6 +39,8 @@ class LitmOptions:
     keys: tuple[int, ...] = ()
     positions: str = "paper"
     baselines: bool = True
+    #: --longctx-litm-design resolved: blocks (:mod:`.design`) or full (every question in every QA cell)
+    design: str = "full"
 
 
 def _positions(text: str) -> str:
@@ -69,15 +71,37 @@ def _counts(flag: str, text: str | None, allowed: tuple[int, ...] | None) -> tup
     return numbers
 
 
-def parse_options(documents: str | None, keys: str | None, positions: str | None, baselines: str | None) -> LitmOptions:
-    """Validate the raw option values; a bad one is a one-line UsageError naming the option."""
+def parse_options(documents: str | None, keys: str | None, positions: str | None, baselines: str | None,
+                  design: str = "full") -> LitmOptions:
+    """Validate the raw option values; a bad one is a one-line UsageError naming the option. ``design``: from
+    :func:`resolve_design`."""
     flag = str(baselines).strip().lower() if baselines is not None else "true"
     if flag not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
         raise UsageError(f"--longctx-litm-baselines: expected true or false, got {baselines!r}")
     return LitmOptions(documents=_counts("--longctx-litm-documents", documents, None),
                        keys=_counts("--longctx-litm-keys", keys, KV_KEY_COUNTS),
                        positions=_positions(positions or "paper"),
-                       baselines=flag in ("1", "true", "yes", "on"))
+                       baselines=flag in ("1", "true", "yes", "on"), design=design)
+
+
+DESIGNS = ("blocks", "full")
+
+
+def resolve_design(given: object, *, remote: bool, protocol: str, samples_all: bool) -> str:
+    """``--longctx-litm-design``: blocks by default for a remote model under the longctx protocol (not with
+    ``--longctx-samples all``: every question in every cell); the source protocol keeps the paper's full design."""
+    if given is None:
+        return "blocks" if remote and protocol == "longctx" and not samples_all else "full"
+    design = str(given).strip().lower()
+    if design not in DESIGNS:
+        raise UsageError(f"--longctx-litm-design: expected blocks or full, got {given!r}")
+    if design == "blocks" and protocol == "source":
+        raise UsageError("--longctx-litm-design blocks: the source protocol keeps the paper's full design; drop it "
+                         "or use --longctx-protocol longctx")
+    if design == "blocks" and samples_all:
+        raise UsageError("--longctx-litm-design blocks: --longctx-samples all asks every question in every cell; "
+                         "drop one")
+    return design
 
 
 def _pick(count: int, paper: tuple[int, ...], positions: str) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ import pytest
 if TYPE_CHECKING:
     from pytest_longctx.experiments.litm.contexts import Bm25
     from pytest_longctx.experiments.litm.data import KvRow
+    from pytest_longctx.experiments.litm.design import LitmDesign
     from pytest_longctx.experiments.litm.plan import LitmOptions
     from pytest_longctx.reporting.sections import Section
 
@@ -27,6 +28,10 @@ OPTIONS = (
     ("litm-positions", "Lost in the middle: positions of the relevant document/key: paper, all, or 0-based "
                        "indices like 0,4,9 (default: paper)"),
     ("litm-baselines", "Lost in the middle: also run closed-book and oracle QA cells (default: true)"),
+    ("litm-design", "Lost in the middle: which QA cells ask which questions: blocks (each question at one number "
+                    "of documents, at every gold position; three times the questions for the same trials) or full "
+                    "(every question in every cell) (default: blocks for a remote model under the longctx "
+                    "protocol, else full)"),
 )
 #: The switches among them: noun -> (value of the bare flag, value of its --no- form).
 SWITCHES = {"litm-baselines": ("true", "false")}
@@ -55,12 +60,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve CLI > ini > default once; a bad value is a usage error (one line)."""
-    from pytest_longctx import active, resolve_options
-    from pytest_longctx.experiments.litm.plan import parse_options
+    from pytest_longctx import active, resolve_options, settings
+    from pytest_longctx.experiments.litm.plan import parse_options, resolve_design
+
+    def resolve(raw: Mapping[str, Any]) -> LitmOptions:
+        s = settings(config)
+        design = resolve_design(raw["litm-design"], remote=s.model.profile.runs == "remote", protocol=s.protocol,
+                                samples_all=s.samples_all)
+        documents, keys, positions, baselines = (raw[n] for n, _ in OPTIONS if n != "litm-design")
+        return parse_options(documents, keys, positions, baselines, design=design)
 
     if active(config):  # not under -p no:longctx
-        config.stash[OPTIONS_KEY] = resolve_options(config, _definitions(),
-                                                    lambda raw: parse_options(*(raw[n] for n, _ in OPTIONS)))
+        config.stash[OPTIONS_KEY] = resolve_options(config, _definitions(), resolve)
 
 
 def litm_options(config: pytest.Config) -> LitmOptions:
@@ -94,6 +105,16 @@ def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
 
     remote = settings(config).model.profile.runs == "remote"
     why = "180 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
+    if litm_options(config).design == "blocks":
+        from pytest_longctx.experiments.litm.design import COUNTS_PER_BLOCK
+
+        blocks = {"design": "blocks", "counts_per_block": COUNTS_PER_BLOCK}
+        qa_why = ("180 questions a cell, each question at one number of documents at every gold position (540 "
+                  "questions for the paper's 10/20/30): the pooled alarm sees a 5-point drop, diffuse or "
+                  "concentrated, for the full design's requests")
+        n = REMOTE_SAMPLES if remote else None
+        return [Defaults("litm-qa", n, blocks, qa_why if remote else ""),
+                Defaults("litm-kv", n, why=why if remote else "")]
     return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in ("litm-qa", "litm-kv")]
 
 
@@ -102,7 +123,8 @@ def pytest_longctx_evidence() -> list[Any]:
     from pytest_longctx import Evidence, LengthAxis
 
     return [Evidence("litm-qa", "item", "question",
-                     "trial i asks the same NQ-Open question at every number of documents and gold position",
+                     "a question is asked at every gold position of every number of documents (or, under "
+                     "--longctx-litm-design blocks, of one) and in the baselines, and shares its fate there",
                      LengthAxis("documents", tokens="context_tokens", exclude={"documents": "[01]"})),
             Evidence("litm-kv", "item", "row", "trial i looks up the same row's key at every key position",
                      LengthAxis("keys", tokens="context_tokens"))]
@@ -129,10 +151,11 @@ def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
 
 
 def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    """The --longctx-litm-* options as given (None: the default)."""
+    """The --longctx-litm-* options as given (None: the default); the design as resolved."""
     from pytest_longctx import option_value
 
-    return {"litm_" + d.noun.removeprefix("litm-").replace("-", "_"): option_value(config, d) for d in _definitions()}
+    given = {"litm_" + d.noun.removeprefix("litm-").replace("-", "_"): option_value(config, d) for d in _definitions()}
+    return {**given, "litm_design": litm_options(config).design}
 
 
 def data_path(config: pytest.Config, name: str) -> Path:
@@ -168,6 +191,24 @@ def litm_qa_pool(pytestconfig: pytest.Config) -> Bm25:
     from pytest_longctx.experiments.litm.data import load_questions
 
     return Bm25(load_questions(data_path(pytestconfig, "qa")))
+
+
+@pytest.fixture(scope="session")
+def litm_qa_design(pytestconfig: pytest.Config, litm_qa_pool: Bm25) -> LitmDesign | None:
+    """Which question each QA cell's samples ask (``--longctx-litm-design blocks``), else None: trial i asks the
+    same question in every cell."""
+    options = litm_options(pytestconfig)
+    if options.design != "blocks":
+        return None
+    from pytest_longctx import samples_for
+    from pytest_longctx.experiments.litm.data import sample_order
+    from pytest_longctx.experiments.litm.design import block_design
+    from pytest_longctx.experiments.litm.plan import qa_cells
+
+    s = run_settings(pytestconfig)
+    counts = sorted({n for n, _ in qa_cells(options, s.context_window)})
+    order = sample_order(len(litm_qa_pool.questions), s.seed, "qa")
+    return block_design(order, counts, samples_for(pytestconfig, "litm-qa"), baselines=options.baselines)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,54 @@
+"""Balanced incomplete blocks: each item in ``k`` of the groups, every group filled to ``per_group`` items.
+
+A toolkit for experiment designs that spend trials on items (litm's numbers of documents, docs' context sizes):
+items come in a given (seeded) order; each joins the ``k`` least filled groups, ties broken by how often a group was
+already together with those chosen (so pairs of groups are balanced), then by the groups' order. When the items run
+out before every group is full, later passes give an item a further group (never one it holds). Deterministic: the
+same order, groups and sizes give the same blocks on every xdist worker.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Hashable, Sequence
+from typing import TypeVar
+
+G = TypeVar("G", bound=Hashable)
+T = TypeVar("T", bound=Hashable)
+
+
+def balanced_blocks(order: Sequence[T], groups: Sequence[G], per_group: int, k: int,
+                    ) -> tuple[dict[G, list[T]], list[T]]:
+    """``group -> items`` (in the order they joined) and the items in the order they were first placed."""
+    k = max(1, min(k, len(groups)))
+    rank = {g: i for i, g in enumerate(groups)}
+    blocks: dict[G, list[T]] = {g: [] for g in groups}
+    held: dict[T, set[G]] = {}
+    placed: list[T] = []
+    together: Counter[tuple[int, int]] = Counter()
+    while order and groups and any(len(blocks[g]) < per_group for g in groups):
+        before = sum(map(len, blocks.values()))
+        for item in order:
+            if all(len(blocks[g]) >= per_group for g in groups):
+                break
+            mine = held.setdefault(item, set())
+            open_groups = [g for g in groups if len(blocks[g]) < per_group and g not in mine]
+            chosen: list[G] = []
+            for _ in range(min(k, len(open_groups))):
+                best = min((g for g in open_groups if g not in chosen),
+                           key=lambda g: (len(blocks[g]), sum(together[_pair(rank[g], rank[c])] for c in chosen),
+                                          rank[g]))
+                chosen.append(best)
+            for i, a in enumerate(chosen):
+                blocks[a].append(item)
+                mine.add(a)
+                together.update(_pair(rank[a], rank[b]) for b in chosen[i + 1:])
+            if chosen and len(mine) == len(chosen):
+                placed.append(item)
+        if sum(map(len, blocks.values())) == before:
+            break  # every item already holds every open group
+    return blocks, placed
+
+
+def _pair(a: int, b: int) -> tuple[int, int]:
+    return (a, b) if a < b else (b, a)
