@@ -47,6 +47,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_longctx.dispatch.batch_rounds import round_ends
+from pytest_longctx.experiments.docs.design import block_design as docs_design
+from pytest_longctx.experiments.litm.design import block_design as litm_design
+from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.robust import Shape, paired_rows
@@ -108,32 +111,47 @@ def qa_blocks(per_cell: int, usd: float) -> Part:
                          for (kind, _, _), qs in sorted(design.cells.items())], usd)
 
 
-def half_cells(experiment: str, questions: int, cells: int, usd: float) -> Part:
-    """Each question in one of two balanced halves of the cells (litm's blocks as ``sim_designs.py`` measured)."""
-    first = list(range(questions // 2))
-    second = list(range(questions // 2, questions))
-    return blocks(experiment, [(first, 1)] * math.ceil(cells / 2) + [(second, 1)] * (cells // 2), usd)
+def litm_blocks(usd: float, per_cell: int = 180) -> list[Part]:
+    """litm's remote default (``--longctx-litm-design blocks``) from the plugin's own ``block_design``: each
+    question at one number of documents, every gold position; the baselines; litm-kv's rows as today."""
+    design = litm_design(list(range(2655)), list(QA_POSITIONS), per_cell)
+    cells = [(list(qs), len(QA_POSITIONS[n])) for n, qs in sorted(design.blocks.items())]
+    cells += [(list(design.baselines), 2)]  # closed-book and oracle
+    return [blocks("litm-qa", cells, usd), *litm_kv(usd, per_cell)]
+
+
+def litm_kv(usd: float, rows: int = 180) -> list[Part]:
+    """litm-kv: ``rows`` rows of the 75-key file at 4 positions, of the 140-key file at 5 (their own rows)."""
+    return [full("litm-kv", 4, rows, usd),
+            Part("litm-kv", np.tile(np.arange(rows, 2 * rows), 5), np.tile(np.arange(rows), 5), usd)]
+
+
+def docs_blocks(usd: float, items: int = 140) -> Part:
+    """docs' remote default (``--longctx-docs-design blocks``) from the plugin's own ``block_design``: every item
+    at the 5 depths (sample i asks item i), and at its share of the 5 sizes in both arms."""
+    design = docs_design(items, [0, 25, 50, 75, 100])
+    cells = [(list(range(items)), 5)] + [(list(asked), 2) for _, asked in sorted(design.sizes.items())]
+    return blocks("docs", cells, usd)
 
 
 #: List dollars a request (claude-sonnet-4-5, with the prompt cache): issue #30's plan and the new designs' plans.
 PRICE_TODAY = {"lrt": 64.0 / 400, "qa": 134.10 / 2_360, "docs": 2.73 / 300, "litm-qa": 0.0122, "litm-kv": 0.0122}
-PRICE_NEW = {"lrt": 64.0 / 400, "qa": 195.41 / 2_360, "docs": 19.08 / 2_100, "litm-qa": 0.0122, "litm-kv": 0.0122}
+PRICE_NEW = {"lrt": 64.0 / 400, "qa": 195.41 / 2_360, "docs": 14.35 / 1_260, "litm-qa": 57.37 / 4_680,
+             "litm-kv": 57.37 / 4_680}
 
 
 def today() -> list[Part]:
     """The remote defaults before issue #30 (7,780 requests, $258 list)."""
     p = PRICE_TODAY
     return [full("lrt", 20, 20, p["lrt"], own=True), full("qa", 116, 20, p["qa"]), full("docs", 15, 20, p["docs"]),
-            full("litm-qa", 17, 180, p["litm-qa"]), full("litm-kv", 4, 180, p["litm-kv"]),
-            Part("litm-kv", np.tile(np.arange(180, 360), 5), np.tile(np.arange(180), 5), p["litm-kv"])]
+            full("litm-qa", 17, 180, p["litm-qa"]), *litm_kv(p["litm-kv"])]
 
 
 def new_defaults() -> list[Part]:
     """The remote defaults of issue #30."""
     p = PRICE_NEW
-    return [full("lrt", 20, 20, p["lrt"], own=True), qa_blocks(20, p["qa"]), full("docs", 15, 140, p["docs"]),
-            half_cells("litm-qa", 240, 17, p["litm-qa"]), full("litm-kv", 4, 180, p["litm-kv"]),
-            Part("litm-kv", np.tile(np.arange(180, 360), 5), np.tile(np.arange(180), 5), p["litm-kv"])]
+    return [full("lrt", 20, 20, p["lrt"], own=True), qa_blocks(20, p["qa"]), docs_blocks(p["docs"]),
+            *litm_blocks(p["litm-qa"])]
 
 
 DESIGNS: dict[str, Callable[[], list[Part]]] = {"today": today, "new": new_defaults}
@@ -313,9 +331,7 @@ def today_at(samples: dict[str, int]) -> list[Part]:
     p, n = PRICE_TODAY, samples
     return [full("lrt", 20, n["lrt"], p["lrt"], own=True), full("qa", 116, n["qa"], p["qa"]),
             full("docs", 15, n["docs"], p["docs"]), full("litm-qa", 17, n["litm-*"], p["litm-qa"]),
-            full("litm-kv", 4, n["litm-*"], p["litm-kv"]),
-            Part("litm-kv", np.tile(np.arange(n["litm-*"], 2 * n["litm-*"]), 5), np.tile(np.arange(n["litm-*"]), 5),
-                 p["litm-kv"])]
+            *litm_kv(p["litm-kv"], n["litm-*"])]
 
 
 TODAY_SAMPLES = {"lrt": 20, "qa": 20, "docs": 20, "litm-*": 180}
