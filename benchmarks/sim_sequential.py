@@ -15,6 +15,7 @@ issue #30's plan for anthropic/claude-sonnet-4-5 (lrt $0.160, qa $0.0568, docs $
 
     python benchmarks/sim_sequential.py              # 1,000 runs a case, a few minutes on 2 cores
     python benchmarks/sim_sequential.py --runs 200   # a quicker look
+    python benchmarks/sim_sequential.py --per-alarm  # also the cost with per-alarm stops (the plugin's default)
 
 Every draw comes from ``numpy.random.default_rng(seed)``; the same arguments print the same table.
 """
@@ -101,17 +102,44 @@ def case(args: argparse.Namespace, agreement: str, shape: str, drop: float) -> d
             fixed[r] = any(p < args.alpha for p in holm(ps))
     fired = np.zeros(runs, bool)
     stop_sample = np.zeros(runs, int)
+    alarm_stop = np.zeros((len(seqs), runs), int)
     for k, s in enumerate(seqs):
         items, hit = simulate(x[k], 0.0, args.detect, a, b, s.group)
         fired |= hit
-        stop_sample = np.maximum(stop_sample, np.ceil(items / s.group).astype(int))
+        alarm_stop[k] = np.ceil(items / s.group).astype(int)
+        stop_sample = np.maximum(stop_sample, alarm_stop[k])
     requests = trials_before[stop_sample]
     usd = usd_before[stop_sample]
-    return {"agreement": agreement, "shape": shape, "drop": drop, "fails": int(fired.sum()), "runs": runs,
+    each_req, each_usd = per_alarm_cost(np.stack(alarms.masks), sample, price, alarm_stop, stop_sample)
+    return {"each_req_mean": float(each_req.mean()), "each_req_p95": float(np.percentile(each_req, 95)),
+            "each_usd_mean": float(each_usd.mean()), "each_usd_p95": float(np.percentile(each_usd, 95)),
+            "agreement": agreement, "shape": shape, "drop": drop, "fails": int(fired.sum()), "runs": runs,
             "fixed_fails": int(fixed[: args.fixed_runs].sum()), "fixed_runs": args.fixed_runs,
             "req_mean": float(requests.mean()), "req_p95": float(np.percentile(requests, 95)),
             "usd_mean": float(usd.mean()), "usd_p95": float(np.percentile(usd, 95)),
             "fixed_req": int(trials_before[-1]), "fixed_usd": float(usd_before[-1])}
+
+
+def per_alarm_cost(cover: np.ndarray, sample: np.ndarray, price: np.ndarray, alarm_stop: np.ndarray,
+                   stop_sample: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Requests and dollars per run with per-alarm stops (``--longctx-sequential-stop alarm``): a trial is sent when
+    its sample comes before the stop of some alarm covering it (the last of them to settle); a trial no alarm covers,
+    before the whole run's stop. ``cover``: (alarms, trials); ``alarm_stop``: (alarms, runs) samples each alarm took.
+
+    (Prefetch's window ahead of the reported tests is left out, as it is for the whole-run figures.)
+    """
+    requests = np.zeros(alarm_stop.shape[1])
+    usd = np.zeros(alarm_stop.shape[1])
+    samples = int(sample.max()) + 1
+    for signature in np.unique(cover.T, axis=0):  # trials covered by the same alarms share their stop
+        mine = (cover.T == signature).all(axis=1)
+        before = np.concatenate([[0], np.cumsum(np.bincount(sample[mine], minlength=samples))])
+        usd_before = np.concatenate([[0.0], np.cumsum(np.bincount(sample[mine], weights=price[mine],
+                                                                  minlength=samples))])
+        stop = alarm_stop[signature].max(axis=0) if signature.any() else stop_sample
+        requests += before[stop]
+        usd += usd_before[stop]
+    return requests, usd
 
 
 def rate(hits: int, runs: int) -> str:
@@ -130,14 +158,18 @@ def main() -> None:
     parser.add_argument("--accuracy", type=float, default=0.85)
     parser.add_argument("--icc", type=float, default=0.5)
     parser.add_argument("--flip", type=float, default=0.02)
+    parser.add_argument("--per-alarm", action="store_true", help="also the requests and dollars with per-alarm "
+                        "stops (--longctx-sequential-stop alarm): each alarm's trials stop when it settles")
     args = parser.parse_args()
     started = time.perf_counter()
     print(f"sequential gate vs the fixed design: README recipe ({len(RECIPE)} pooled alarms, alpha {args.alpha}), "
           f"accuracy {args.accuracy}, icc {args.icc}, flip {args.flip} (versions), {args.runs} runs a case "
           f"({args.fixed_runs} also decided by the fixed design), seed {args.seed}")
+    each = (" per alarm: requests mean / p95 | share | dollars mean / p95 |", "---|---|---|") if args.per_alarm else (
+        "", "")
     print("| models | regression | fails: sequential | fails: fixed | requests to a decision: mean / p95 | "
-          "fixed | share | dollars: mean / p95 | fixed |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "fixed | share | dollars: mean / p95 | fixed |" + each[0])
+    print("|---|---|---|---|---|---|---|---|---|" + each[1])
     for agreement in ("versions", "independent"):
         for shape, drop in (("none", 0.0), ("diffuse", 0.05), ("concentrated", 0.05), ("diffuse", 0.30)):
             c = case(args, agreement, shape, drop)
@@ -146,7 +178,10 @@ def main() -> None:
                   f"{rate(c['fixed_fails'], c['fixed_runs'])} | "  # type: ignore[arg-type]
                   f"{c['req_mean']:,.0f} / {c['req_p95']:,.0f} | {c['fixed_req']:,} | "
                   f"{c['req_mean'] / c['fixed_req']:.2f} | ${c['usd_mean']:,.0f} / ${c['usd_p95']:,.0f} | "
-                  f"${c['fixed_usd']:,.0f} |", flush=True)
+                  f"${c['fixed_usd']:,.0f} |" + (f" {c['each_req_mean']:,.0f} / {c['each_req_p95']:,.0f} | "
+                                                  f"{c['each_req_mean'] / c['fixed_req']:.2f} | "
+                                                  f"${c['each_usd_mean']:,.0f} / ${c['each_usd_p95']:,.0f} |"
+                                                  if args.per_alarm else ""), flush=True)
     print(f"({time.perf_counter() - started:.0f} s; share: mean requests over the fixed design's; "
           "dollars at list prices without caching or batches)")
 
