@@ -25,10 +25,11 @@ from pytest_longctx.server.graded import Graded
 ROOT = Path(__file__).resolve().parent.parent
 LRT = ("--longctx-lrt-lines", "100,200,300,400")
 EARLY, LATE = "experiment=lrt,lines=400:max-drop=0", "experiment=lrt,lines=100:max-drop=0"
-#: the candidate: as good as production up to ~2,800 prompt tokens (100 and 200 lines), 0.25 from ~3,800 (400 lines)
 #: only a 400-line file has this line (the early alarm's requests, as the server sees them)
 LONGEST = "line 350:"
-MODELS = "claude-prod=0.85,claude-mix=0.85@2800,0.25@3800,flip=0.02,seed=1"
+#: the candidate: 5 points below production at 100 lines (~1,150 prompt tokens: its alarm bets on, slow to settle
+#: either way), as good at 200 lines (~2,250), 0.25 from ~3,800 (400 lines: a collapse, settled early)
+MODELS = "claude-prod=0.85,claude-mix=0.80@1500,0.85@2000,0.85@2800,0.25@3800,flip=0.02,seed=1"
 
 
 def test_a_trial_is_unneeded_only_when_every_alarm_covering_it_is_settled() -> None:
@@ -55,6 +56,30 @@ def test_workers_read_the_settled_alarms_when_the_file_changes(tmp_path: Path) -
         alarms.check("lrt", {"lines": 100, "shuffle": "full"})
 
 
+def test_the_client_sends_no_request_for_a_trial_only_settled_alarms_cover(tmp_path: Path) -> None:
+    """Without prefetch the client checks right before sending; a cached answer is still used (cache mode)."""
+    from pytest_longctx.backends import build_backend
+    from pytest_longctx.backends.base import Oracle, Request
+    from pytest_longctx.backends.models import parse_model_spec
+    from pytest_longctx.dispatch.client import ModelClient
+
+    alarms = SettledAlarms(settled_path(tmp_path / "stop"),
+                           lambda e, p: [t.text for t in (parse_threshold(EARLY),) if t.matches(e, p)])
+    client = ModelClient(build_backend(parse_model_spec("fake/perfect"), context_window=8000), None, settled=alarms)
+    oracle, covered = Oracle("42"), ("lrt", {"lines": 400})
+
+    async def ask(scope: tuple[str, dict[str, Any]]) -> str:
+        return (await client.complete(Request.user("the answer?"), oracle, scope=scope)).text
+
+    import asyncio
+
+    assert asyncio.run(ask(covered)) == "42"
+    write_settled(alarms.path, {EARLY: "fired after 5 items"})
+    with pytest.raises(AlarmsSettled):
+        asyncio.run(ask(covered))
+    assert asyncio.run(ask(("lrt", {"lines": 100}))) == "42"  # another alarm's (none here): still sent
+
+
 def run(pytester: pytest.Pytester, srv: Any, model: str, name: str,
         *args: str) -> tuple[int, dict[str, Any], str, list[str]]:
     """One run; also the ``/v1/messages`` requests the server received during it (their bodies as JSON text)."""
@@ -79,8 +104,7 @@ def test_a_settled_alarm_stops_its_own_trials_while_the_other_runs_on(pytester: 
     code, prod, _, _ = run(pytester, srv, "claude-prod", "prod", "-n", "2", "--longctx-cache", "off")
     assert code == 0 and len(prod["trials"]) == 400
     gate = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), "--longctx-threshold", EARLY,
-            "--longctx-threshold", LATE, "--longctx-sequential", "-rs", *mode,
-            "--longctx-detect", "0.02")  # the unchanged cells' alarm is slow to clear: it runs on (nearly) to the end
+            "--longctx-threshold", LATE, "--longctx-sequential", "-rs", *mode)
 
     code, whole, _, sent_whole = run(pytester, srv, "claude-mix", "whole", *gate, "--longctx-sequential-stop", "run")
     code_each, each, out, sent_each = run(pytester, srv, "claude-mix", "each", *gate)

@@ -260,7 +260,7 @@ def _settle(config: pytest.Config, seq: SeqRun, new: list[str]) -> None:
         return
     seq.unneeded = frozenset(seq.why)
     for text in new:
-        state.display.say(f"longctx: alarm '{text}' {seq.why[text]}; the trials only settled alarms cover are "
+        state.display.say(f"alarm '{text}' {seq.why[text]}; the trials only settled alarms cover are "
                           "skipped from now on, the other alarms go on")
 
 
