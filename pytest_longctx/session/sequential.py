@@ -286,7 +286,7 @@ def _stop(config: pytest.Config, seq: SeqRun, reason: str) -> None:
             Path(stop_file).write_text(reason, encoding="utf-8")
         except OSError as exc:
             state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
-    state.display.say(f"longctx: {reason}; the remaining trials are skipped")
+    state.display.say(f"{reason}; the remaining trials are skipped")
 
 
 def _budget(config: pytest.Config, records: list[dict[str, Any]]) -> None:
@@ -319,6 +319,10 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
     if seq.stopped is not None:
         config.stash[RUN_KEY].notes.append(f"stopped early: {seq.stopped}; {answered:,} trials answered, the "
                                            "rest skipped (see 'sequential' in the record)")
+    if seq.skipped:
+        per = ", ".join(f"{n:,} for '{text}'" for text, n in seq.skipped.items())
+        config.stash[RUN_KEY].notes.append(f"per-alarm stops: trials skipped once every alarm covering them was "
+                                           f"settled ({per})")
     gate = record.get("gate") or {}
     for check in gate.get("checks", []):
         alarm = seq.alarms.get(check.get("threshold"))
