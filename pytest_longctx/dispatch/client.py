@@ -95,6 +95,8 @@ class ModelClient:
         if self.plan:
             raise Planned(self._plan_entry(request, key, cached=False, scope=scope))
         if use_cache and self.cache_mode == "replay":
+            if unneeded is not None:  # not needed any more: a skip, not a missing answer
+                unneeded()
             raise NotCachedError(f"replay mode: no cached response for request {key[:12]} ({request.template}); "
                                  "run once with --longctx-cache=on")
         if self._semaphore is None:
