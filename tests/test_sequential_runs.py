@@ -75,6 +75,7 @@ def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pyte
     ((), "needs --longctx-compare"),
     (("--longctx-compare", "{prod}", "--longctx-threshold", "experiment=lrt:min=0.5"), "pooled max-drop alarm"),
     (("--longctx-budget", "-3"), "--longctx-budget: expected a positive amount of dollars"),
+    (("--longctx-sequential-stop", "never"), "--longctx-sequential-stop: expected alarm or run, got 'never'"),
     (("--longctx-budget", "lots"), "--longctx-budget: expected dollars such as 50"),
 ])
 def test_sequential_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...],

@@ -21,6 +21,10 @@ from pytest_longctx.errors import NotCachedError
 
 if TYPE_CHECKING:
     from pytest_longctx.dispatch.prefetch import Waiter
+    from pytest_longctx.dispatch.settled import SettledAlarms
+
+#: The trial a request belongs to: its experiment and condition params (which sequential alarms cover it).
+Scope = tuple[str, dict[str, Any]]
 
 
 #: Shared prefixes whose token counts a plan remembers before it forgets them and starts again.
@@ -48,6 +52,9 @@ class ModelClient:
     #: --longctx-prompt-cache resolved: False drops every request's shared-prefix mark (``Request.cache_prefix``)
     #: before it is planned or sent, so nothing carries a cache breakpoint (the cache key is the same either way).
     prompt_cache: bool = False
+    #: --longctx-sequential: the alarms the controller found settled; a request whose every covering alarm is
+    #: settled is not sent (nor waited for) and its trial ends skipped (``dispatch/settled.py``).
+    settled: SettledAlarms | None = None
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
     _put_failed: bool = field(default=False, repr=False)
     #: Plan mode: tokens of each shared prefix (by :func:`prefix_identity`) counted so far.
@@ -60,13 +67,20 @@ class ModelClient:
     def key(self, request: Request) -> str:
         return request_key(self.backend.provider, self.backend.model, request)
 
-    async def complete(self, request: Request, oracle: Oracle | None = None) -> Completion:
-        """Answer from the cache when possible, else call the backend (errors are never cached)."""
+    async def complete(self, request: Request, oracle: Oracle | None = None, *,
+                       scope: Scope | None = None) -> Completion:
+        """Answer from the cache when possible, else call the backend (errors are never cached).
+
+        ``scope``: the asking trial's experiment and params (planned with the request, so prefetch knows which
+        alarms cover it; checked against the settled alarms before sending or while waiting).
+        """
         if request.cache_prefix and not self.prompt_cache:
             request = dataclasses.replace(request, cache_prefix=0)
         key = self.key(request)
+        settled = self.settled
+        unneeded = (lambda: settled.check(*scope)) if settled is not None and scope is not None else None
         if not self.plan and self.waiter is not None and self.waiter.expects(key):
-            return await self.waiter.wait(key)  # sent up front by the controller in this run
+            return await self.waiter.wait(key, unneeded)  # sent up front by the controller in this run
         in_process = provider_of(self.backend).in_process  # a scripted double: never cached, given the oracle
         use_cache = self.cache is not None and self.cache_mode != "off" and not in_process
         if use_cache and self.cache_mode != "refresh":
@@ -77,11 +91,13 @@ class ModelClient:
             hit = self.cache.get(key)
             if hit is not None:
                 if self.plan:
-                    raise Planned(self._plan_entry(request, key, cached=True))
+                    raise Planned(self._plan_entry(request, key, cached=True, scope=scope))
                 return Completion.from_json(hit, cache_hit=True)
         if self.plan:
-            raise Planned(self._plan_entry(request, key, cached=False))
+            raise Planned(self._plan_entry(request, key, cached=False, scope=scope))
         if use_cache and self.cache_mode == "replay":
+            if unneeded is not None:  # not needed any more: a skip, not a missing answer
+                unneeded()
             raise NotCachedError(f"replay mode: no cached response for request {key[:12]} ({request.template}); "
                                  "run once with --longctx-cache=on")
         if self._semaphore is None:
@@ -89,6 +105,8 @@ class ModelClient:
         async with self._semaphore:
             if self.stop_file is not None and self.stop_file.exists():  # checked right before sending
                 raise RunStopped(self.stop_file.read_text(encoding="utf-8").strip() or "stopped")
+            if unneeded is not None:  # every alarm covering this trial settled: not sent
+                unneeded()
             start = time.perf_counter()
             if in_process:
                 completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
@@ -107,7 +125,7 @@ class ModelClient:
                                   "this run keeps them, a re-run will send them again", stacklevel=2)
         return completion
 
-    def _plan_entry(self, request: Request, key: str, cached: bool) -> dict[str, Any]:
+    def _plan_entry(self, request: Request, key: str, cached: bool, scope: Scope | None = None) -> dict[str, Any]:
         counts = self.plan_counts
         exact = getattr(self.backend, "count_request", None) if counts else None
         tokens = exact(request) if exact is not None else None
@@ -125,9 +143,12 @@ class ModelClient:
                  "tokenizer": self.backend.tokenizer if counts else "not counted"}
         if group is not None:  # for the plan's prompt-cache estimate: which cache entry, and how long its prefix is
             entry.update(prefix=group, prefix_tokens=prefix_tokens)
-        if self.plan_out is not None and not cached:  # "test": which test asks it (the batch rounds' sample groups)
+        if self.plan_out is not None and not cached:
+            # whose request it is: "test" (the batch rounds' sample groups) and ``scope`` (prefetch drops it once
+            # every alarm covering it is settled)
             test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
-            append_line(self.plan_out, json.dumps({**entry, "request": request.to_json(), "test": test},
+            owner = {"experiment": scope[0], "params": scope[1]} if scope is not None else {}
+            append_line(self.plan_out, json.dumps({**entry, **owner, "request": request.to_json(), "test": test},
                                                   ensure_ascii=False))
         return entry
 

@@ -73,7 +73,9 @@ class Waiter:
             self._keys = set(path.read_text().split()) if path.exists() else set()
         return key in self._keys
 
-    async def wait(self, key: str) -> Completion:
+    async def wait(self, key: str, unneeded: Callable[[], None] | None = None) -> Completion:
+        """The answer the controller sends for ``key``. ``unneeded`` raises the skip once every sequential alarm
+        covering the trial is settled: an answer already received is used, one not yet received is not waited for."""
         deadline = time.monotonic() + self.timeout_s
         delay = 0.005
         while time.monotonic() < deadline:
@@ -95,6 +97,8 @@ class Waiter:
                 info = json.loads(err.read_text(encoding="utf-8"))
                 cls = FatalBackendError if info.get("fatal") else BackendError
                 raise cls(info["error"])
+            if unneeded is not None:
+                unneeded()
             if (self.work / "done").exists() and self.cache.get(key) is None and not err.exists():
                 raise BackendError(f"prefetch: finished without an answer for request {key[:12]}")
             await asyncio.sleep(delay)
@@ -118,6 +122,8 @@ class Progress:
     last_planned: float | None = None
     #: Seconds the answered requests took, summed (their mean is the latency the lanes saw).
     latency_s: float = 0.0
+    #: Planned requests not sent because every sequential alarm covering them was settled first.
+    dropped: int = 0
 
     def rates(self, concurrency: int) -> dict[str, float] | None:
         """The plan's production rate (requests/s, first to last planned request) beside what C lanes need
@@ -166,6 +172,11 @@ class Dispatcher:
         self._task: asyncio.Task[None] | None = None
         #: The sequential gate's window: how many requests may have started by now (None: no limit).
         self.allowance: Callable[[], int] | None = None
+        #: The sequential gate's per-alarm stops: ``(experiment, params) -> why`` when every alarm covering that
+        #: trial is settled (None: still needed); a request all of whose trials are unneeded is dropped, not sent.
+        self.unneeded: Callable[[str, dict[str, Any]], str | None] | None = None
+        #: Each planned key's trials (experiment, params), as the plan names them (a key may serve several).
+        self._owners: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._started = 0
 
     def prepare(self) -> list[dict[str, Any]]:
@@ -174,6 +185,7 @@ class Dispatcher:
         keys: list[str] = []
         for entry in read_plan(self.plan_file):
             keys.append(entry["key"])
+            self._own(entry)
             if entry["key"] not in pending and self.cache.get(entry["key"]) is None:
                 pending[entry["key"]] = entry
         self._write_keys(keys)
@@ -243,6 +255,7 @@ class Dispatcher:
                 if self._abandoned or not line.strip():
                     continue
                 entry = json.loads(line)
+                self._own(entry)
                 if entry["key"] not in seen and self.cache.get(entry["key"]) is None:
                     seen.add(entry["key"])
                     now = time.monotonic()
@@ -256,11 +269,28 @@ class Dispatcher:
             await asyncio.sleep(0.02)
         queue.end_of_input()
 
+    def _own(self, entry: dict[str, Any]) -> None:
+        if "experiment" in entry:
+            self._owners.setdefault(entry["key"], []).append((str(entry["experiment"]), entry.get("params") or {}))
+
+    def _dropped(self, entry: dict[str, Any]) -> bool:
+        """Whether every trial of this request is unneeded now (counted once, when it is dropped)."""
+        owners = self._owners.get(entry["key"])
+        if self.unneeded is None or not owners or not all(self.unneeded(e, p) for e, p in owners):
+            return False
+        with self.progress.lock:
+            self.progress.dropped += 1
+        return True
+
     async def _one(self, entry: dict[str, Any]) -> None:
         key = entry["key"]
         while self.allowance is not None and self.cancelled is None and self._started >= self.allowance():
+            if self._dropped(entry):
+                return
             await asyncio.sleep(0.01)  # the sequential gate has not looked far enough yet (its window)
         if self.cancelled is not None:  # checked right before sending: nothing starts after cancel()
+            return
+        if self._dropped(entry):  # its trials' alarms are settled: the waiting tests end skipped
             return
         self._started += 1
         if self._fatal is not None:

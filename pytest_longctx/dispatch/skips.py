@@ -32,3 +32,17 @@ class RunStopped(pytest.skip.Exception):  # type: ignore[name-defined,misc]
     def __init__(self, reason: str) -> None:
         super().__init__(f"longctx: the run stopped before this request was answered ({reason})",
                          _use_item_location=True)
+
+
+class AlarmsSettled(pytest.skip.Exception):  # type: ignore[name-defined,misc]
+    """Every sequential alarm that covers this trial is already settled (``--longctx-sequential``): its answer can
+    no longer change a verdict, so its request is not sent (a skip, like :class:`RunStopped`, never a result).
+
+    ``thresholds``: the settled alarms' texts; ``why``: how each one settled, for the skip's reason.
+    """
+
+    def __init__(self, thresholds: list[str], why: list[str]) -> None:
+        named = "; ".join(f"alarm '{t}' {w}" for t, w in zip(thresholds, why, strict=True))
+        super().__init__(f"longctx: not needed, every alarm covering this trial is settled ({named})",
+                         _use_item_location=True)
+        self.thresholds = thresholds

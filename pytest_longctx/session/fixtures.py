@@ -19,6 +19,7 @@ from pytest_longctx.session.identity import condition_params as condition_params
 from pytest_longctx.session.identity import trial_identity
 from pytest_longctx.session.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
 from pytest_longctx.session.options import Settings
+from pytest_longctx.session.sequential import settled_alarms
 from pytest_longctx.session.trial import Trial, trial_seed
 
 
@@ -45,7 +46,7 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
                        plan_out=s.plan_out, waiter=waiter, plan_counts=not os.environ.get("LONGCTX_CHILD"),
                        stop_file=Path(shared.stop_file) if shared.stop_file else None,
-                       prompt_cache=_prompt_cache(s, spec))
+                       prompt_cache=_prompt_cache(s, spec), settled=settled_alarms(config))
 
 
 def _prompt_cache(s: Settings, spec: ModelSpec) -> bool:

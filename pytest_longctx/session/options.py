@@ -63,6 +63,9 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("sequential", "false", "with --longctx-compare and max-drop alarm thresholds: run sample by sample "
               "and stop once every alarm is settled (an anytime-valid betting e-process over items' paired drops; "
               "see docs/ci-gating.md, 'Stopping early') (default: false)", bare="true"),
+    OptionDef("sequential-stop", "alarm", "with --longctx-sequential: alarm (once an alarm is settled, the trials "
+              "only settled alarms cover are skipped and not sent while the others go on) or run (nothing is skipped "
+              "until every alarm is settled) (default: alarm)"),
     OptionDef("budget", None, "stop the run (exit 2, recorded) once its requests cost this many dollars at list "
               "prices; with --longctx-plan, say what that budget can detect (default: none)"),
     OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
@@ -145,6 +148,8 @@ class Settings:
     #: --longctx-sequential and --longctx-budget (``session/sequential.py``)
     sequential: bool = False
     budget: float | None = None
+    #: --longctx-sequential-stop: "alarm" (per-alarm stops) or "run" (the whole run only)
+    sequential_stop: str = "alarm"
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -172,6 +177,7 @@ class Settings:
             **({"models": [m.spec for m in self.models]} if self.several else {}),
             "sequential": self.sequential,
             "budget": self.budget,
+            **({"sequential_stop": self.sequential_stop} if self.sequential else {}),
         }
 
 
@@ -404,7 +410,16 @@ def resolve(config: pytest.Config) -> Settings:
         compare_partial=_bool(by["compare-partial"], raw["compare-partial"]),
         sequential=_bool(by["sequential"], raw["sequential"]),
         budget=_dollars(by["budget"], raw["budget"]),
+        sequential_stop=_sequential_stop(by["sequential-stop"], raw["sequential-stop"]),
     )
+
+
+def _sequential_stop(opt: OptionDef, value: str | None) -> str:
+    """alarm or run; a one-line usage error otherwise."""
+    word = str(value).strip().lower()
+    if word not in ("alarm", "run"):
+        raise UsageError(f"{opt.flag}: expected alarm or run, got {value!r}")
+    return word
 
 
 def _dollars(opt: OptionDef, value: str | None) -> float | None:

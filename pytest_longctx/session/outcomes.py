@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.dispatch.skips import Planned
+from pytest_longctx.dispatch.skips import AlarmsSettled, Planned
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
 from pytest_longctx.session.identity import IDENTITY_KEY, error_record, trial_identity
 from pytest_longctx.session.keys import EMITTED_KEY, TRIAL_KEY
@@ -14,6 +14,8 @@ from pytest_longctx.session.keys import EMITTED_KEY, TRIAL_KEY
 PLAN_KEY = "longctx_plan"
 #: User property carrying a usage error that a fixture or test raised (its one-line message).
 USAGE_KEY = "longctx_usage_error"
+#: User property of a trial skipped because every sequential alarm covering it was settled: those alarms' texts.
+SETTLED_KEY = "longctx_alarms_settled"
 
 
 def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -50,6 +52,10 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
             report.user_properties = [*report.user_properties, (IDENTITY_KEY, identity)]
         return
     if trial is None or report.when != "call" or item.stash.get(EMITTED_KEY, False):
+        return
+    if excinfo is not None and isinstance(excinfo.value, AlarmsSettled):  # a skip, no record: counted per alarm
+        report.user_properties.append((SETTLED_KEY, list(excinfo.value.thresholds)))
+        item.stash[EMITTED_KEY] = True
         return
     if excinfo is not None and isinstance(excinfo.value, Planned):
         report.outcome = "skipped"

@@ -122,6 +122,8 @@ def _finish(session: pytest.Session) -> None:
         p = state.dispatcher.progress
         record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
                               "input_tokens": p.input_tokens, "output_tokens": p.output_tokens}
+        if p.dropped:  # --longctx-sequential: not sent, every alarm covering their trials was settled first
+            record["prefetch"]["dropped"] = p.dropped
         if (rates := p.rates(state.dispatcher.concurrency)) is not None:  # the producer against the lanes' need
             from pytest_longctx.dispatch.prefetch import rate_note
 

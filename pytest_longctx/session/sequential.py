@@ -5,7 +5,11 @@ sample (:mod:`~pytest_longctx.dispatch.ordering`); when every test of the next s
 controller sees every report, with or without xdist), its trials are paired with the compared run and each item's
 drop feeds every alarm's e-processes (:mod:`~pytest_longctx.results.sequential`). Once every alarm is settled the
 run stops: the prefetch dispatcher is cancelled and the stop file is written, so a test whose answer is not already
-there ends skipped with the reason; answers already received are used and recorded. The run then ends normally:
+there ends skipped with the reason; answers already received are used and recorded. Before that, each alarm stops on
+its own (``--longctx-sequential-stop alarm``, the default): once it is settled its e-process is fed no more, and a
+trial every covering alarm of which is settled is not needed: prefetch drops its request and the test ends skipped
+naming the alarm (``dispatch/settled.py``; workers learn it from a file beside the stop file). Trials no alarm covers
+run until the whole run stops. The run then ends normally:
 the gate's verdicts are the sequential ones (exit 10 when an alarm fired) and ``record["sequential"]`` says where
 and why it stopped. Prefetch is kept a window ahead of the reported tests, so a stop leaves little paid for nothing.
 
@@ -49,11 +53,22 @@ class SeqRun:
     fed: dict[str, set[str]] = field(default_factory=dict)
     #: the last sample index looked at (set once the look, and a stop it led to, are done): the batch rounds read it
     looked_sample: int = -1
+    #: --longctx-sequential-stop: "alarm" (a settled alarm's own trials stop) or "run" (only the whole run stops)
+    stop: str = "alarm"
+    #: per settled alarm: the sample groups completed when it settled, and how it settled (the skips' reason)
+    settled_at_group: dict[str, int] = field(default_factory=dict)
+    why: dict[str, str] = field(default_factory=dict)
+    #: per alarm: trials skipped because it (with every other alarm covering them) was settled
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: the settled alarms the prefetch dispatcher drops requests for (replaced whole: read by its thread)
+    unneeded: frozenset[str] = frozenset()
 
     def to_json(self, trials: int) -> dict[str, Any]:
         return {"stopped": self.stopped is not None, "reason": self.stopped, "groups_completed": self.groups_done,
                 "groups_planned": len(self.sizes or {}), "trials_answered": trials, "window": self.window,
-                "alarms": [a.to_json() for a in self.alarms.values()]}
+                "stop": self.stop,
+                "alarms": [{**a.to_json(), "settled_at_group": self.settled_at_group.get(text),
+                            "skipped_trials": self.skipped[text]} for text, a in self.alarms.items()]}
 
 
 @dataclass
@@ -97,7 +112,7 @@ def start(config: pytest.Config) -> None:
         planned = len({str(x.get("cluster")) for x in trials if t.matches(x["experiment"], x["params"])})
         alarms[t.text] = AlarmSequence(t.text, t.value, detect, a1, b, planned=max(planned, 1), final_level=a2)
     config.stash[SEQ_KEY] = SeqRun(alarms, list(s.thresholds), list(baseline.get("trials", [])),
-                                   window=max(4 * s.max_concurrency, 32))
+                                   window=max(4 * s.max_concurrency, 32), stop=s.sequential_stop)
 
 
 def reorder(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -139,12 +154,48 @@ def batch_gate(config: pytest.Config) -> Any:
     return lambda: (seq.looked_sample, seq.stopped or state.stop_reason)
 
 
+def unneeded(config: pytest.Config) -> Any:
+    """For the prefetch dispatcher: ``(experiment, params) -> why`` once every alarm covering that trial is settled
+    (None: still needed, or no alarm covers it); None without per-alarm stops."""
+    seq = config.stash.get(SEQ_KEY, None)
+    if seq is None or seq.stop != "alarm":
+        return None
+
+    def why(experiment: str, params: dict[str, Any]) -> str | None:
+        settled = seq.unneeded
+        covering = [t.text for t in seq.thresholds if t.matches(experiment, params)] if settled else []
+        if covering and all(t in settled for t in covering):
+            return "; ".join(f"alarm '{t}' {seq.why.get(t, 'settled')}" for t in covering)
+        return None
+
+    return why
+
+
+def settled_alarms(config: pytest.Config) -> Any:
+    """Every process's model client: the settled alarms the controller writes beside the stop file (None without
+    per-alarm stops)."""
+    s = config.stash[SETTINGS_KEY]
+    stop_file = config.stash[SHARED_KEY].stop_file
+    if not s.sequential or s.plan or s.sequential_stop != "alarm" or not stop_file:
+        return None
+    from pytest_longctx.dispatch.settled import SettledAlarms, settled_path
+
+    thresholds = s.thresholds
+    return SettledAlarms(settled_path(stop_file),
+                         lambda experiment, params: [t.text for t in thresholds if t.matches(experiment, params)])
+
+
 def on_report(config: pytest.Config, report: pytest.TestReport, records: list[dict[str, Any]]) -> None:
     """Controller, every report: the budget, then the sequential looks."""
     _budget(config, records)
     seq = config.stash.get(SEQ_KEY, None)
     if seq is None or "longctx" not in report.keywords:
         return
+    from pytest_longctx.session.outcomes import SETTLED_KEY
+
+    for key, value in report.user_properties:
+        if key == SETTLED_KEY and isinstance(value, list):  # skipped: every alarm covering it was settled
+            seq.skipped.update(str(v) for v in value)
     if not (report.when == "call" or (report.when == "setup" and not report.passed)):
         return
     from pytest_longctx.dispatch.ordering import sample_of_nodeid
@@ -177,6 +228,8 @@ def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
     pairs = [(a, b) for _, a, b in pair_runs(seq.looked, seq.baseline).pairs if a["sample"] in wanted]
     for g in groups:
         for t in seq.thresholds:
+            if seq.alarms[t.text].settled is not None:
+                continue  # a settled alarm's e-process is fed no more: its verdict and the items it took stay
             mine = [(cluster_of(a, seq.declared.get(a["experiment"], DEFAULT)), a["outcome"] == "correct",
                      b["outcome"] == "correct") for a, b in pairs if a["sample"] == g and t.matches(a["experiment"],
                                                                                                   a["params"])]
@@ -186,12 +239,40 @@ def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
                     fed.add(item)
                     seq.alarms[t.text].add(drop)
     verdicts = [alarm.look() for alarm in seq.alarms.values()]
+    new = [text for text, alarm in seq.alarms.items() if alarm.settled is not None and text not in seq.why]
+    for text in new:
+        alarm = seq.alarms[text]
+        seq.settled_at_group[text] = seq.groups_done
+        seq.why[text] = (f"{alarm.settled} after {alarm.at_item} items ({seq.groups_done} of "
+                         f"{len(seq.sizes or {})} sample groups)")
     if all(v is not None for v in verdicts):
         items = max(a.n for a in seq.alarms.values())
         fired = sum(v == "fired" for v in verdicts)
         reason = (f"sequential gate settled after {seq.groups_done} of {len(seq.sizes or {})} sample groups "
                   f"({items} items): {fired} of {len(verdicts)} alarms fired")
         _stop(config, seq, reason)
+    elif new and seq.stop == "alarm":
+        _settle(config, seq, new)
+
+
+def _settle(config: pytest.Config, seq: SeqRun, new: list[str]) -> None:
+    """Some alarms settled, others go on: the trials only settled alarms cover are no longer needed. The workers
+    learn it from the file beside the stop file (written first), then the prefetch dispatcher drops their requests."""
+    state = config.stash[RUN_KEY]
+    stop_file = config.stash[SHARED_KEY].stop_file
+    if not stop_file:
+        return
+    from pytest_longctx.dispatch.settled import settled_path, write_settled
+
+    try:
+        write_settled(settled_path(stop_file), seq.why)
+    except OSError as exc:  # the workers would wait for requests never sent: nothing is dropped then
+        state.notes.append(f"could not tell the workers which alarms settled ({stop_file}: {exc.strerror or exc})")
+        return
+    seq.unneeded = frozenset(seq.why)
+    for text in new:
+        state.display.say(f"alarm '{text}' {seq.why[text]}; the trials only settled alarms cover are "
+                          "skipped from now on, the other alarms go on")
 
 
 def _declared(config: pytest.Config) -> dict[str, Any]:
@@ -216,7 +297,7 @@ def _stop(config: pytest.Config, seq: SeqRun, reason: str) -> None:
             Path(stop_file).write_text(reason, encoding="utf-8")
         except OSError as exc:
             state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
-    state.display.say(f"longctx: {reason}; the remaining trials are skipped")
+    state.display.say(f"{reason}; the remaining trials are skipped")
 
 
 def _budget(config: pytest.Config, records: list[dict[str, Any]]) -> None:
@@ -272,13 +353,18 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
     if seq.stopped is not None:
         config.stash[RUN_KEY].notes.append(f"stopped early: {seq.stopped}; {answered:,} trials answered, the "
                                            "rest skipped (see 'sequential' in the record)")
+    if seq.skipped:
+        per = ", ".join(f"{n:,} for '{text}'" for text, n in seq.skipped.items())
+        config.stash[RUN_KEY].notes.append(f"per-alarm stops: trials skipped once every alarm covering them was "
+                                           f"settled ({per})")
     for check in gate.get("checks", []):
         alarm = seq.alarms.get(check.get("threshold"))
         if alarm is None or check.get("verdict") in ("error", "too-few"):
             continue
         check["fixed"] = {"verdict": check["verdict"], "words": check.get("words"),
                           "p_adjusted": check.get("p_adjusted")}
-        check["sequential"] = alarm.to_json()
+        check["sequential"] = {**alarm.to_json(), "settled_at_group": seq.settled_at_group.get(alarm.threshold),
+                               "skipped_trials": seq.skipped[alarm.threshold]}
         check["verdict"] = "fail" if alarm.settled == "fired" else "pass"
         check["words"] = alarm.words()
     if gate.get("checks"):

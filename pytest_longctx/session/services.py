@@ -95,6 +95,9 @@ def start_prefetch(config: pytest.Config) -> None:
         from pytest_longctx.session.sequential import allowance
 
         dispatcher.allowance = allowance(config)  # --longctx-sequential: a window ahead of the reported tests
+        from pytest_longctx.session.sequential import unneeded
+
+        dispatcher.unneeded = unneeded(config)  # and no request for trials only settled alarms cover
     state.display.say("planning the run in a child process (every request built, none sent by it); "
                       + ("then the uncached ones go out as Message Batches"
                          + (", in rounds the sequential gate looks between" if s.sequential else "") if s.batch else
@@ -166,3 +169,4 @@ def stop_services(config: pytest.Config) -> None:
     stop_file = config.stash[SHARED_KEY].stop_file
     if stop_file:
         Path(stop_file).unlink(missing_ok=True)
+        Path(f"{stop_file}.settled").unlink(missing_ok=True)  # the sequential gate's settled alarms

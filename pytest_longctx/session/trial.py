@@ -116,7 +116,7 @@ class Trial:
             request = Request.user(request)
         if oracle is None and client is None:
             oracle = self.oracle
-        completion = await (client or self.client).complete(request, oracle)
+        completion = await (client or self.client).complete(request, oracle, scope=(self.experiment, self.params))
         self.completions.append(completion)
         text = (request.prefill or "") + completion.text
         if client is None:
