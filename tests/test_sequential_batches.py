@@ -129,7 +129,8 @@ def lane_for(tmp: Path, gate: Any, lines: list[str], seen: Any = None) -> tuple[
                                    template="demo-passkey@1")
             keys.append(request_key("anthropic", "claude-test", request))
             fh.write(json.dumps({"key": keys[-1], "model": "anthropic/claude-test", "request": request.to_json(),
-                                 "test": f"t.py::test_x[s{i}]"}) + "\n")
+                                 "test": f"t.py::test_x[s{i}]", "experiment": "ab"[i % 2], "params": {"i": i}})
+                     + "\n")
 
     def write(text: str) -> None:
         lines.append(text)
@@ -164,6 +165,25 @@ def test_a_settled_gate_submits_no_further_round(tmp_path: Path, api: Any, monke
     assert record["open_at_stop"] == [] and record["collected"] == 1
     assert (tmp_path / "work" / "stopped").read_text() == "settled" and (tmp_path / "work" / "done").exists()
     assert [cache.get(k) is not None for k in keys] == [True] + [False] * 7
+
+
+def test_rounds_leave_out_requests_only_settled_alarms_cover(tmp_path: Path, api: Any,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Per-alarm stops: once the alarm covering experiment "a" is settled, no round asks for a's requests."""
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
+    srv = api(batch_delay=0.0)
+    lines: list[str] = []
+    lane, keys = lane_for(tmp_path, lambda: (100, None), lines)
+    lane.unneeded = lambda experiment, params: "alarm 'experiment=a:max-drop=0' fired" if experiment == "a" else None
+    lane.start()
+    lane.join()
+    record = lane.to_json()
+    assert record["dropped"] == 4 and record["rounds_sent"] == 4
+    assert sum(r["requests"] for r in record["rounds"]) == 4 == sum(srv.stats.batch_requests)
+    from pytest_longctx.dispatch.cache import ResponseCache
+
+    cache = ResponseCache(tmp_path / ".longctx-cache")
+    assert [cache.get(k) is not None for k in keys] == [False, True] * 4
 
 
 def test_a_stop_while_a_batch_runs_leaves_it_to_the_next_run(tmp_path: Path, api: Any,

@@ -18,8 +18,10 @@ groups it needed). A controller thread runs the rounds:
 The gate only learns from reports, and a round's tests wait for its batch, so a gate stop comes between rounds and
 leaves no batch open. A stop while a batch runs (a signal, or groups answered from the cache settling the gate)
 leaves it recorded in ``<cache-dir>/batches``, and the next run with the same cache collects it instead of paying
-again; the record lists it (``open_at_stop``). Memory holds the planned keys and their sample index, never the
-requests (the plan is streamed, as in :mod:`~pytest_longctx.dispatch.batch`).
+again; the record lists it (``open_at_stop``). With per-alarm stops (``--longctx-sequential-stop alarm``) a later
+round leaves out the requests whose every trial only settled alarms cover (``dropped``). Memory holds the planned
+keys, their sample index and their trials' experiment and params, never the requests (the plan is streamed, as in
+:mod:`~pytest_longctx.dispatch.batch`).
 """
 
 from __future__ import annotations
@@ -81,12 +83,19 @@ class BatchRounds:
         self._cancel = threading.Event()
         self.cancelled: str | None = None
         self._thread: threading.Thread | None = None
+        #: per-alarm stops: ``(experiment, params) -> why`` once every alarm covering a trial is settled
+        self.unneeded: Callable[[str, dict[str, Any]], str | None] | None = None
+        #: per key: the (experiment, params) of the trials that ask it (for per-alarm stops)
+        self._owners: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        self.dropped = 0
 
     def prepare(self) -> None:
         """Read the plan (a stream: keys and sample indexes only), write keys.txt, resume earlier runs' batches."""
         first: dict[str, int] = {}  # key -> the sample index of the first test that asks it (-1: none)
         for entry in read_plan(self.plan_file):
             key = entry["key"]
+            if "experiment" in entry and self.cache.get(key) is None:
+                self._owners.setdefault(key, []).append((str(entry["experiment"]), dict(entry.get("params") or {})))
             if key not in first and self.cache.get(key) is None:
                 sample = sample_of_nodeid(str(entry.get("test") or ""))
                 first[key] = -1 if sample is None else sample
@@ -147,6 +156,7 @@ class BatchRounds:
                 return
             if self._stop_reason() is not None:
                 return
+            keys = self._needed(keys)
             self._current = keys
             relevant = dict(self._resumed) if number == 1 else {}
             self.rounds.append({"round": number, "last_sample": last, "requests": len(keys), "batches": [],
@@ -162,6 +172,16 @@ class BatchRounds:
                              self.settings.cache_dir, self.out, pause=self._pause)
             self._open = {}
             self.rounds[-1]["collected"] = True
+
+    def _needed(self, keys: set[str]) -> set[str]:
+        """A later round leaves out the requests whose every trial only settled alarms cover (per-alarm stops)."""
+        check = self.unneeded
+        if check is None:
+            return keys
+        kept = {key for key in keys
+                if not (owners := self._owners.get(key)) or any(check(e, p) is None for e, p in owners)}
+        self.dropped += len(keys) - len(kept)
+        return kept
 
     def _stop_reason(self) -> str | None:
         return self.cancelled or self.gate()[1]
@@ -201,5 +221,5 @@ class BatchRounds:
     def to_json(self) -> dict[str, Any]:
         """The batch part of the record: what a whole batch run records, and the rounds."""
         return {**self.run.to_json(), "rounds": self.rounds, "rounds_planned": len(self._keys),
-                "rounds_sent": len(self.rounds), "stopped": self.stopped, "open_at_stop": self.open_at_stop,
-                "failure": self.failure}
+                "rounds_sent": len(self.rounds), "dropped": self.dropped, "stopped": self.stopped,
+                "open_at_stop": self.open_at_stop, "failure": self.failure}

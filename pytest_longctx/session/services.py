@@ -128,8 +128,11 @@ def start_prefetch(config: pytest.Config) -> None:
         from pytest_longctx.dispatch.batch_rounds import BatchRounds
 
         tw = config.get_terminal_writer()
+        from pytest_longctx.session.sequential import unneeded as unneeded_of
+
         lane = BatchRounds(s, cache, work, plan_file, gate, StatusLine(lambda text: tw.write(text, flush=True),
                                                                          tty=False))
+        lane.unneeded = unneeded_of(config)  # per-alarm stops: no later round asks for trials settled alarms cover
         lane.prepare()
         state.batch = lane
         lane.start()
