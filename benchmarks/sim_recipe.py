@@ -4,33 +4,39 @@ Issue #30's figure of merit: does every experiment's pooled alarm of the README 
 ``experiment=X:max-drop=0`` alarm each for lrt, qa, docs and litm-*) see a 5-point regression, diffuse or
 concentrated, and what does a candidate run cost until the gate has decided, beside today's full-factorial design?
 
-The designs are the plugin's remote defaults for anthropic/claude-sonnet-4-5 (``DESIGNS``), built with the
-experiments' own design functions where they have one, and the run order is ``--longctx-sequential``'s: sample
-group by sample group (sample i of every cell, then i + 1). Per alarm, an item's drop is fed once, from the first
-sample group that holds it (``session/sequential.py``), and each alarm is watched by the plugin's own rule
-(``results/sequential.simulate`` with the looks of the sample groups). Two stopping rules are costed:
+The designs are the plugin's remote defaults for anthropic/claude-sonnet-4-5, built with the experiments' own design
+functions (qa's, litm's and docs' ``block_design``; lrt's 20 cells of 20 files), and the run order is
+``--longctx-sequential``'s: sample group by sample group (sample i of every cell, then i + 1). Per alarm an item's
+drop is fed once, from the first sample group that holds it (``session/sequential.py``), and the plugin's own rule
+decides (``results/sequential.simulate`` with the looks of the run's sample groups): the e-process at a quarter of
+the alarm's level at every look, clearing at 0.10 / 4, and for an alarm still open at the end of the design the
+final fixed-design look at the rest of its level with the fixed gate's own one-sided p (``results/robust.paired_rows``,
+what ``paired_difference`` computes, over every run). The fixed design answers everything and decides the four
+alarms with the same p's and Holm, as ``evaluate`` does. Costs, per run:
 
-* **run**: the run stops once every alarm is settled (every trial of an earlier sample group is paid for);
-* **alarm**: each alarm's trials stop once that alarm is settled (``--longctx-sequential`` with per-alarm stops).
-
-The fixed design answers everything and decides each alarm with ``paired_difference``'s one-sided p of a drop and
-Holm across the four, as ``evaluate`` does.
+* **alarm stops** (``--longctx-sequential-stop alarm``, the default): an alarm's trials stop once it is settled;
+  prefetch has started the next ``AHEAD`` sample groups by then (paid for); list prices;
+* **batch rounds** (``--longctx-batch``): the same stops, rounded up to the end of their round (the sample groups
+  holding 1/8, 1/4, 1/2, all of the requests, ``dispatch/batch_rounds.round_ends``), at batched prices;
+* **run stop** (``--longctx-sequential-stop run``): every trial before the last alarm's stop.
 
 The family of data models (``benchmarks/sim_gate.py``'s truth, per trial a uniform ``U`` shared within an item
 with correlation ``icc``): versions of one model (shared ``U``, 2% of answers flipped a run) and unrelated models
 (their own ``U``), baselines of 50%, 85% and 97% right (the ceiling), items of unequal sizes as the designs make
-them (one trial an LRT file, 9 or 10 a qa question, 5 to 15 a docs item, 8 to 9 a litm question). Regressions,
-every experiment at once: none; diffuse 5 points (every answer likelier wrong); concentrated 5 points (a share
-0.05 / accuracy of the items wrong in every cell they are asked in); a 30-point collapse.
+them (one trial an LRT file, 9 or 10 a qa question, 5 to 9 a docs item, 2 to 7 a litm question or row).
+Regressions, every experiment at once: none; diffuse 5 points (every answer likelier wrong); concentrated 5 points
+(a share 0.05 / accuracy of the items wrong in every cell they are asked in); a 30-point collapse.
 
-Dollars are list prices for claude-sonnet-4-5 with the prompt cache the run uses, per request from each
-experiment's plan (``PRICE``; ``pytest evals/<x> --longctx-plan --longctx-model anthropic/claude-sonnet-4-5``);
-"batched" halves them (Message Batches). "today at equal power" is today's full-factorial design with the
-samples a cell that ``results/power.samples_for`` says a 5-point drop needs at 80% power (icc 0.5, the recipe's
-level), costed at today's per-request prices.
+Dollars: list prices for claude-sonnet-4-5 with the prompt cache the run uses, per request from each experiment's
+plan (``PRICE_NEW``: ``pytest evals/<x> --longctx-plan --longctx-model anthropic/claude-sonnet-4-5``); batched
+prices are the plan's batched share of list. "today at equal power" is today's full-factorial design grown (1.25x
+steps of ``--longctx-samples``) until each alarm sees a 5-point drop, diffuse and concentrated, 80% of the time at
+the recipe's level (versions, 85%, icc 0.5), found by simulation (a t-test on the items' mean drops, the clustered
+test's statistic with equal item sizes), at today's per-request prices.
 
-    python benchmarks/sim_recipe.py               # 1,000 runs a case (200 also decided by the fixed design)
-    python benchmarks/sim_recipe.py --runs 200 --fixed-runs 50   # a quicker look
+    python benchmarks/sim_recipe.py               # 1,000 runs a case, a few minutes on 2 cores
+    python benchmarks/sim_recipe.py --runs 200 --power-runs 100   # a quicker look
+    python benchmarks/sim_recipe.py --spread      # sample groups by each experiment's share (not the plugin's order)
 
 Every draw comes from ``numpy.random.default_rng(seed)``; the same arguments print the same table.
 """
@@ -311,7 +317,7 @@ def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int
         final[:, k] = hit & ~by_e
         stop[:, k] = np.where(items == len(w.order), design.last, last)
     groups = design.last
-    ends = np.array(round_ends(groups))
+    ends = np.array(round_ends(np.bincount(design.sample, minlength=groups).tolist()))
     batch_stop = ends[np.minimum(np.searchsorted(ends, stop), len(ends) - 1)]
     ahead = np.minimum(stop + AHEAD, groups)  # prefetch ran ahead of the look
     sent_run = design.sample[None, :] < ahead.max(axis=1)[:, None]

@@ -48,12 +48,15 @@ def same_answers(one: dict[str, Any], other: dict[str, Any]) -> bool:
     return len(common) >= 60 and all(first[k] == second[k] for k in common)
 
 
-def test_rounds_double_the_groups_covered() -> None:
-    assert round_ends(20) == [3, 6, 12, 20]
-    assert round_ends(8) == [1, 2, 4, 8]
-    assert round_ends(3) == [1, 2, 3]
-    assert round_ends(1) == [1] and round_ends(0) == []
-    assert round_ends(100) == [13, 26, 52, 100]
+def test_rounds_double_the_share_of_requests_covered() -> None:
+    assert round_ends([1] * 20) == [3, 5, 10, 20]
+    assert round_ends([1] * 8) == [1, 2, 4, 8]
+    assert round_ends([1] * 3) == [1, 2, 3]
+    assert round_ends([1]) == [1] and round_ends([]) == []
+    assert round_ends([1] * 100) == [13, 25, 50, 100]
+    # by requests, not groups: 20 heavy groups (qa's) then 160 light ones (litm's): round 1 is 8 groups, not 23
+    assert round_ends([184] * 20 + [46] * 160) == [8, 15, 60, 180]
+    assert round_ends([100, 1, 1, 1, 1, 1, 1, 1]) == [1, 8]  # a round is whole sample groups
 
 
 @pytest.mark.parametrize("dist", [("-n", "2"), ("-p", "no:xdist")], ids=["n2", "no-xdist"])

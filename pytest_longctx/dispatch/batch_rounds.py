@@ -2,9 +2,9 @@
 
 A whole batch would pay for every answer before the gate's first look. Here the planned requests go out round by
 round, by sample group (the order the sequential gate looks in, :mod:`~pytest_longctx.dispatch.ordering`): round 1
-holds the first eighth of the sample groups that have uncached requests (at least one group), and each later round
-doubles the groups covered (1/8, 1/4, 1/2, all: at most four rounds, and a decision pays at most about twice the
-groups it needed). A controller thread runs the rounds:
+holds the first sample groups with an eighth of the uncached requests (at least one group), and each later round
+doubles the share covered (1/8, 1/4, 1/2, all: at most four rounds, and a decision pays at most about twice the
+requests it needed). A controller thread runs the rounds:
 
 1. submit the round's uncached requests (:func:`~pytest_longctx.dispatch.batch.submit_all`: as many batches as the
    provider's limits need), wait for them and collect their results into the response cache, exactly as a whole
@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,20 +45,31 @@ from pytest_longctx.errors import UsageError
 if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings
 
-#: Round 1 holds 1 / FIRST_SHARE of the sample groups; each later round doubles the groups covered.
+#: Round 1 holds 1 / FIRST_SHARE of the requests (whole sample groups); each later round doubles the share covered.
 FIRST_SHARE = 8
 #: What the gate says: the last sample index it has looked at (-1: none yet), and why the run stops (None: it goes on).
 Gate = Callable[[], tuple[int, "str | None"]]
 
 
-def round_ends(groups: int, first_share: int = FIRST_SHARE) -> list[int]:
-    """Groups covered at the end of each round: ``ceil(groups / first_share)``, doubling, the last ``groups``."""
-    if groups <= 0:
+def round_ends(requests: Sequence[int], first_share: int = FIRST_SHARE) -> list[int]:
+    """Groups covered at the end of each round, from each sample group's uncached requests (in order): the fewest
+    groups holding ``1 / first_share`` of the requests, then twice that share, and so on; the last round all of
+    them. By requests, not groups: an experiment with few sample groups (qa's 20, beside litm's 180) would
+    otherwise be paid for whole in round 1."""
+    total, groups = sum(requests), len(requests)
+    if groups == 0:
         return []
-    ends, n = [], max(1, -(-groups // first_share))
-    while n < groups:
-        ends.append(n)
-        n *= 2
+    ends: list[int] = []
+    cumulative, end, share = 0, 0, 1 / first_share
+    while share < 1:
+        while end < groups and cumulative < share * total:
+            cumulative += requests[end]
+            end += 1
+        if end >= groups:
+            break
+        if not ends or end > ends[-1]:
+            ends.append(max(end, 1))
+        share *= 2
     return [*ends, groups]
 
 
@@ -102,8 +114,9 @@ class BatchRounds:
         (self.work / "keys.txt").write_text("\n".join(sorted(first)), encoding="utf-8")
         self._resumed = resume(self.api, self.settings.cache_dir, self.settings.model.name, first, self.run, self.out)
         in_flight = {key for state in self._resumed.values() for key in state["keys"]}
-        samples = sorted({s for s in first.values() if s >= 0})
-        ends = round_ends(len(samples))
+        per_sample = Counter(s for s in first.values() if s >= 0)
+        samples = sorted(per_sample)
+        ends = round_ends([per_sample[s] for s in samples])
         self._last = [samples[end - 1] for end in ends] or [-1]
         self._keys = [set() for _ in self._last]
         bound: dict[int, int] = {}

@@ -4,8 +4,8 @@ Each completed item contributes one value: its *drop*, the compared run's accura
 paired trials (in [-1, 1]). Items arrive in the run's seeded order (the experiments' seeded draw of items by sample
 index), so their drops are independent draws with one mean, the pooled drop. For a ``max-drop=X`` alarm two
 betting e-processes run side by side (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables
-by betting", JRSS-B; bets by aGRAPA, their approximate growth-rate-adaptive plug-in, capped at half the largest
-safe bet):
+by betting", JRSS-B; bets by aGRAPA, their approximate growth-rate-adaptive plug-in, capped at three quarters of
+the largest safe bet):
 
 * ``fire``: against "the drop is at most X". Wealth ``K = prod(1 + lam_i (x_i - X))``; under that null it is a
   non-negative supermartingale, so by Ville's inequality it ever reaches ``1 / a`` with probability at most ``a``,
@@ -44,8 +44,12 @@ from typing import Any
 FUTILITY = 0.10
 #: The drop beyond the margin the clearing bets against when --longctx-detect is not given.
 DEFAULT_DETECT = 0.05
-#: Bets are capped at this share of the largest bet that keeps the wealth positive (Waudby-Smith & Ramdas' c).
-CAP = 0.5
+#: Bets are capped at this share of the largest bet that keeps the wealth positive (Waudby-Smith & Ramdas' c; any
+#: c < 1 keeps the e-process valid). 3/4 rather than 1/2: an item's drop is mostly near 0 (its trials agree), so the
+#: growth-optimal bet is often above the cap, and at 1/2 an unchanged candidate's clearing e-process took about a
+#: third longer to settle (``benchmarks/sim_recipe.py``: $197 against $160 list for an unchanged version at the
+#: remote defaults, the same power).
+CAP = 0.75
 #: The share of each alarm's level the anytime e-process spends; the rest is the final fixed-design look's.
 #: Set by ``benchmarks/sim_sequential.py --share`` (README recipe at the remote defaults, 1,000 runs a case): a
 #: quarter brings unrelated models' power at a 5-point drop to 66-68% (the fixed design 69-71%; a half 61-63%, the
