@@ -93,7 +93,8 @@ START_UP = [
      "--longctx-plan-out: {p}/plan.jsonl is only written by a dry run; add --longctx-plan true or drop "
      "--longctx-plan-out"),
     ("detect-without-plan", ["--longctx-detect", "0.03"],
-     "--longctx-detect: 0.03 is a drop the plan sizes the run for; add --longctx-plan true or drop --longctx-detect"),
+     "--longctx-detect: 0.03 is a drop the plan sizes the run for, or the sequential gate clears against; add "
+     "--longctx-plan true or --longctx-sequential, or drop --longctx-detect"),
     ("plan-out-is-a-folder", ["--longctx-plan", "true", "--longctx-plan-out", "{p}/reports"],
      "--longctx-plan-out: {p}/reports is a folder; pass a file path such as plan.jsonl"),
     ("plan-out-under-a-file", ["--longctx-plan", "true", "--longctx-plan-out", "{p}/afile/plan.jsonl"],

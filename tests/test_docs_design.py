@@ -111,8 +111,8 @@ def test_the_summary_says_what_the_folder_detects_and_how_many_items_to_generate
     need = items_power(140, 9, 0.025)["items_needed"]
     assert line.startswith("docs items: 140 reviewed items asked 9 times each detect a drop of ")
     assert "at one-sided alpha 0.025" in line and f"needs about {need} items" in line
-    assert f"({-(-(need - 140) // 14)} more a document, `longctx-docs generate DIR --model SPEC --all --per-doc N`" \
-           in line
+    more = -(-(need - 140) // 14)
+    assert f"({more} more a document, `longctx-docs generate DIR --model SPEC --all --per-doc {more}`" in line
     plan = {"settings": {}, "plan": {"power": {"alpha": 0.05, "experiments": {"docs": {
         "clusters": 300, "trials": 2700, "assumptions": Assumptions().to_json()}}}}}
     assert "these are enough" in folder_lines(plan)[0]

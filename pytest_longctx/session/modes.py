@@ -33,9 +33,10 @@ def check_settings(s: Settings) -> None:
         if s.prompt_cache_mode == "on" and not caches_prompts(model.provider):
             raise UsageError(f"--longctx-prompt-cache on: only {offering('prompt_cache')} models have prompt caching, "
                              f"not {model.spec}; use auto or off")
-    if s.detect is not None and not s.plan:
-        raise UsageError(f"--longctx-detect: {s.detect:g} is a drop the plan sizes the run for; add --longctx-plan "
-                         "true or drop --longctx-detect")
+    if s.detect is not None and not s.plan and not s.sequential:
+        raise UsageError(f"--longctx-detect: {s.detect:g} is a drop the plan sizes the run for, or the sequential "
+                         "gate clears against; add --longctx-plan true or --longctx-sequential, or drop "
+                         "--longctx-detect")
     if s.plan_out is not None:
         if not s.plan:
             raise UsageError(f"--longctx-plan-out: {s.plan_out} is only written by a dry run; add --longctx-plan "

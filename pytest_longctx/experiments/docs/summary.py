@@ -79,6 +79,7 @@ def folder_lines(record: Mapping[str, Any]) -> list[str]:
     if need <= total:
         return [line + f"; {detect} needs about {need} items: the folder has them (`--longctx-samples {need}`) "
                        f"[{found['assumptions']}]"]
-    more = f"{math.ceil((need - total) / documents)} more a document, " if documents else ""
+    per_doc = math.ceil((need - total) / documents) if documents else None
+    more = f"{per_doc} more a document, " if per_doc else ""
     return [line + f"; {detect} needs about {need} items ({more}`longctx-docs generate DIR --model SPEC --all "
-                   f"--per-doc N`, then review them) [{found['assumptions']}]"]
+                   f"--per-doc {per_doc or 'N'}`, then review them) [{found['assumptions']}]"]
