@@ -112,7 +112,7 @@ def _finish(session: pytest.Session) -> None:
         decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
     from pytest_longctx.session.sequential import apply as apply_sequential
 
-    apply_sequential(config, record)  # --longctx-sequential: the alarms' verdicts are the e-processes'
+    apply_sequential(config, record)  # --longctx-sequential: the e-processes' verdicts, or the final look's
     if settings.plan:
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
