@@ -368,7 +368,7 @@ def pytest_runtest_makereport(
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
     """A longctx trial's category: ``incorrect`` (a wrong answer is data), ``error``, ``planned`` (plan mode),
     ``usage error``, else pytest's own. Without ``-v`` it prints no letter: the progress line shows the run."""
-    if "longctx" not in report.keywords:
+    if "longctx" not in getattr(report, "keywords", ()):  # (a collection error's CollectReport has none)
         return None
     status = _trial_status(report)
     controller = config.pluginmanager.get_plugin("longctx-controller")
