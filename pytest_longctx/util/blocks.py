@@ -13,6 +13,11 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from typing import TypeVar
 
+from pytest_longctx.errors import UsageError
+
+#: An experiment's design option values: items in a balanced subset of the cells, or every item in every cell.
+DESIGNS = ("blocks", "full")
+
 G = TypeVar("G", bound=Hashable)
 T = TypeVar("T", bound=Hashable)
 
@@ -52,3 +57,21 @@ def balanced_blocks(order: Sequence[T], groups: Sequence[G], per_group: int, k: 
 
 def _pair(a: int, b: int) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
+
+
+def resolve_design(flag: str, given: object, *, remote: bool, protocol: str, samples_all: bool, source: str,
+                   item: str) -> str:
+    """An experiment's ``flag`` (``--longctx-X-design``): ``blocks`` by default for a remote model under the longctx
+    protocol (not with ``--longctx-samples all``: every ``item`` in every cell), else ``full``; ``blocks`` under the
+    source protocol (which keeps ``source``, e.g. "the paper's full design") or with samples all is a usage error."""
+    if given is None:
+        return "blocks" if remote and protocol == "longctx" and not samples_all else "full"
+    design = str(given).strip().lower()
+    if design not in DESIGNS:
+        raise UsageError(f"{flag}: expected blocks or full, got {given!r}")
+    if design == "blocks" and protocol == "source":
+        raise UsageError(f"{flag} blocks: the source protocol keeps {source}; drop it or use "
+                         "--longctx-protocol longctx")
+    if design == "blocks" and samples_all:
+        raise UsageError(f"{flag} blocks: --longctx-samples all asks every {item} in every cell; drop one")
+    return design

@@ -27,7 +27,6 @@ DESIGN = OptionDef("docs-design", None, "which docs size cells ask which items: 
                    "fewer requests for nearly the same power) or full (every item in every cell) (default: blocks "
                    "for a remote model under the longctx protocol, else full)")
 OPTIONS = (DOCS, REVIEW, SCORER, JUDGE, CONTEXT, DESIGN)
-DESIGNS = ("blocks", "full")
 
 
 @dataclass(frozen=True)
@@ -76,17 +75,9 @@ def resolve(raw: dict[str, Any], settings: Settings) -> DocsOptions:
 
 
 def resolve_design(given: object, settings: Settings) -> str:
-    """``--longctx-docs-design``: blocks by default for a remote model under the longctx protocol (not with
-    ``--longctx-samples all``: every item in every cell); the source protocol keeps the write-up's full design."""
-    if given is None:
-        remote = settings.model.profile.runs == "remote"
-        return "blocks" if remote and settings.protocol == "longctx" and not settings.samples_all else "full"
-    design = str(given).strip().lower()
-    if design not in DESIGNS:
-        raise UsageError(f"{DESIGN.flag}: expected blocks or full, got {given!r}")
-    if design == "blocks" and settings.protocol == "source":
-        raise UsageError(f"{DESIGN.flag} blocks: the source protocol keeps the write-up's full design; drop it or "
-                         "use --longctx-protocol longctx")
-    if design == "blocks" and settings.samples_all:
-        raise UsageError(f"{DESIGN.flag} blocks: --longctx-samples all asks every item in every cell; drop one")
-    return design
+    """``--longctx-docs-design`` (:func:`~pytest_longctx.util.blocks.resolve_design`): the source protocol keeps the
+    write-up's full design."""
+    from pytest_longctx.util.blocks import resolve_design as resolve
+
+    return resolve(DESIGN.flag, given, remote=settings.model.profile.runs == "remote", protocol=settings.protocol,
+                   samples_all=settings.samples_all, source="the write-up's full design", item="item")

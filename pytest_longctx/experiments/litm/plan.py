@@ -84,24 +84,13 @@ def parse_options(documents: str | None, keys: str | None, positions: str | None
                        baselines=flag in ("1", "true", "yes", "on"), design=design)
 
 
-DESIGNS = ("blocks", "full")
-
-
 def resolve_design(given: object, *, remote: bool, protocol: str, samples_all: bool) -> str:
-    """``--longctx-litm-design``: blocks by default for a remote model under the longctx protocol (not with
-    ``--longctx-samples all``: every question in every cell); the source protocol keeps the paper's full design."""
-    if given is None:
-        return "blocks" if remote and protocol == "longctx" and not samples_all else "full"
-    design = str(given).strip().lower()
-    if design not in DESIGNS:
-        raise UsageError(f"--longctx-litm-design: expected blocks or full, got {given!r}")
-    if design == "blocks" and protocol == "source":
-        raise UsageError("--longctx-litm-design blocks: the source protocol keeps the paper's full design; drop it "
-                         "or use --longctx-protocol longctx")
-    if design == "blocks" and samples_all:
-        raise UsageError("--longctx-litm-design blocks: --longctx-samples all asks every question in every cell; "
-                         "drop one")
-    return design
+    """``--longctx-litm-design`` (:func:`~pytest_longctx.util.blocks.resolve_design`): the source protocol keeps the
+    paper's full design."""
+    from pytest_longctx.util.blocks import resolve_design as resolve
+
+    return resolve("--longctx-litm-design", given, remote=remote, protocol=protocol, samples_all=samples_all,
+                   source="the paper's full design", item="question")
 
 
 def _pick(count: int, paper: tuple[int, ...], positions: str) -> tuple[int, ...]:
