@@ -125,15 +125,20 @@ async def test_planned(longctx, size):
 '''
 
 
-def test_a_plan_states_what_it_could_detect(longctx_runner: Any) -> None:
-    longctx_runner.pytester.makeconftest('''
+def write_planned(pytester: pytest.Pytester) -> None:
+    """An experiment of one question a sample asked at three sizes, declared clustered by question."""
+    pytester.makeconftest('''
 from pytest_longctx import Evidence
 
 
 def pytest_longctx_evidence():
     return [Evidence("planned", "item", "question", "one question in every size")]
 ''')
-    longctx_runner.pytester.makepyfile(test_planned=PLANNED)
+    pytester.makepyfile(test_planned=PLANNED)
+
+
+def test_a_plan_states_what_it_could_detect(longctx_runner: Any) -> None:
+    write_planned(longctx_runner.pytester)
     run = longctx_runner.run("--longctx-plan", "true", "--longctx-samples", "30", "--longctx-detect", "0.05",
                              "--longctx-threshold", "*:max-drop=0", model="anthropic/claude-sonnet-5")
     out = run.result.stdout.str()

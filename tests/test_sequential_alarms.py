@@ -21,9 +21,8 @@ from pytest_longctx.dispatch.settled import SettledAlarms, settled_path, unneede
 from pytest_longctx.dispatch.skips import AlarmsSettled
 from pytest_longctx.results.thresholds import parse_threshold
 from pytest_longctx.server.graded import Graded
+from tests.lrt_runs import run_lrt
 
-ROOT = Path(__file__).resolve().parent.parent
-LRT = ("--longctx-lrt-lines", "100,200,300,400")
 EARLY, LATE = "experiment=lrt,lines=400:max-drop=0", "experiment=lrt,lines=100:max-drop=0"
 #: only a 400-line file has this line (the early alarm's requests, as the server sees them)
 LONGEST = "line 350:"
@@ -84,17 +83,8 @@ def run(pytester: pytest.Pytester, srv: Any, model: str, name: str,
         *args: str) -> tuple[int, dict[str, Any], str, list[str]]:
     """One run; also the ``/v1/messages`` requests the server received during it (their bodies as JSON text)."""
     before = len(srv.stats.requests)
-    report = pytester.path / name
-    result = pytester.runpytest_subprocess(
-        str(ROOT / "evals" / "lrt"), "-p", "no:cacheprovider", "--longctx-model", f"anthropic/{model}",
-        "--longctx-report-dir", str(report), "--longctx-cache-dir", str(pytester.path / f"cache-{name}"),
-        "--longctx-max-concurrency", "4", *LRT, *args, timeout=600)
-    out = result.stdout.str() + result.stderr.str()
-    path = report / "longctx.json"
-    assert path.is_file(), out
-    assert "INTERNALERROR" not in out
-    sent = [json.dumps(body) for body in srv.stats.requests[before:]]
-    return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out, sent
+    code, record, out = run_lrt(pytester, model, name, *args, dist=())
+    return code, record, out, [json.dumps(body) for body in srv.stats.requests[before:]]
 
 
 @pytest.mark.parametrize("mode", [("-n", "2"), ("-p", "no:xdist")], ids=["n2", "no-xdist"])

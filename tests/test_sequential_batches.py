@@ -19,24 +19,9 @@ import pytest
 
 from pytest_longctx.dispatch.batch_rounds import round_ends
 from pytest_longctx.server.graded import Graded
+from tests.lrt_runs import run_lrt
 
-ROOT = Path(__file__).resolve().parent.parent
-LRT = ("--longctx-lrt-lines", "100,200,300,400")  # 20 cells x 20 samples: 400 trials, 20 sample groups
 ALARM = ("--longctx-threshold", "experiment=lrt:max-drop=0")
-
-
-def run(pytester: pytest.Pytester, model: str, name: str, dist: tuple[str, ...], *args: str
-        ) -> tuple[int, dict[str, Any], str]:
-    report = pytester.path / name
-    result = pytester.runpytest_subprocess(
-        str(ROOT / "evals" / "lrt"), "-p", "no:cacheprovider", *dist, "--longctx-model", f"anthropic/{model}",
-        "--longctx-report-dir", str(report), "--longctx-cache-dir", str(pytester.path / f"cache-{name}"),
-        "--longctx-max-concurrency", "4", *LRT, *args, timeout=600)
-    out = result.stdout.str() + result.stderr.str()
-    path = report / ("longctx.partial.json" if result.ret == pytest.ExitCode.INTERRUPTED else "longctx.json")
-    assert path.is_file(), out
-    assert "INTERNALERROR" not in out
-    return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
 
 
 def same_answers(one: dict[str, Any], other: dict[str, Any]) -> bool:
@@ -65,12 +50,12 @@ def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pyt
                                                                     dist: tuple[str, ...]) -> None:
     monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.02")
     srv = api(Graded("claude-prod=0.85,claude-same=0.85,claude-bad=0.55,flip=0.02,seed=1"), batch_delay=0.0)
-    code, prod, _ = run(pytester, "claude-prod", "prod", ("-n", "2"), "--longctx-cache", "off")
+    code, prod, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off")
     assert code == 0 and len(prod["trials"]) == 400
     compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), *ALARM, "--longctx-sequential")
     live = srv.stats.endpoints.get("messages", 0)  # the production run's
 
-    code, bad, out = run(pytester, "claude-bad", "bad-batch", dist, *compared, "--longctx-batch")
+    code, bad, out = run_lrt(pytester, "claude-bad", "bad-batch", *compared, "--longctx-batch", dist=dist)
     check, seq, batch = bad["gate"]["checks"][0], bad["sequential"], bad["batch"]
     assert code == 10, check["words"] + out
     assert check["verdict"] == "fail" and check["sequential"]["settled"] == "fired"
@@ -94,7 +79,7 @@ def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pyt
             f"{len(batch['batches'])} batches)") in out
 
     created = srv.stats.endpoints.get("batches.create", 0)
-    code, bad_pre, _ = run(pytester, "claude-bad", "bad-prefetch", ("-n", "2"), *compared)
+    code, bad_pre, _ = run_lrt(pytester, "claude-bad", "bad-prefetch", *compared)
     assert srv.stats.endpoints.get("batches.create", 0) == created  # the prefetch run sent no batch
     assert code == 10
     pre = bad_pre["gate"]["checks"][0]
@@ -102,12 +87,12 @@ def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pyt
     assert pre["sequential"]["settled"] == check["sequential"]["settled"]
     assert same_answers(bad, bad_pre)
 
-    code, same, _ = run(pytester, "claude-same", "same-batch", dist, *compared, "--longctx-batch")
+    code, same, _ = run_lrt(pytester, "claude-same", "same-batch", *compared, "--longctx-batch", dist=dist)
     check = same["gate"]["checks"][0]
     assert code == 0, check["words"]
     assert check["verdict"] == "pass" and check["sequential"]["settled"] != "fired"
     assert all(t["outcome"] != "error" for t in same["trials"])
-    code, same_pre, _ = run(pytester, "claude-same", "same-prefetch", ("-n", "2"), *compared)
+    code, same_pre, _ = run_lrt(pytester, "claude-same", "same-prefetch", *compared)
     pre = same_pre["gate"]["checks"][0]
     assert code == 0 and pre["verdict"] == "pass"
     assert pre["sequential"]["settled"] == check["sequential"]["settled"]

@@ -9,9 +9,7 @@ e-process settles nothing and the final look fails the candidate on the whole de
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,8 +30,9 @@ from pytest_longctx.results.sequential import (
 )
 from pytest_longctx.results.stats import wilson
 from pytest_longctx.server.graded import Graded
+from tests.lrt_runs import run_lrt
+from tests.test_power import write_planned
 
-ROOT = Path(__file__).resolve().parent.parent
 #: (items, trials an item, accuracy, intra-item correlation, discordance): one trial an item and many, accuracy mid
 #: and near the ceiling, versions (few disagreements) and unrelated models (many)
 DESIGNS = [(400, 1, 0.85, 0.5, 0.04), (60, 20, 0.7, 0.3, 0.06), (200, 4, 0.95, 0.5, 0.02), (30, 80, 0.5, 0.6, 0.1),
@@ -166,30 +165,15 @@ def test_the_plans_fixed_test_is_paired_difference() -> None:
                                                        .pvalue, rel=1e-9)
 
 
-def run(pytester: pytest.Pytester, model: str, name: str, *args: str,
-        cache: str | None = None) -> tuple[int, dict[str, Any], str]:
-    report = pytester.path / name
-    cached = ("--longctx-cache-dir", str(pytester.path / cache)) if cache else ("--longctx-cache", "off")
-    result = pytester.runpytest_subprocess(
-        str(ROOT / "evals" / "lrt"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model", f"anthropic/{model}",
-        "--longctx-report-dir", str(report), *cached, "--longctx-max-concurrency", "4",
-        "--longctx-lrt-lines", "100,200,300,400", *args, timeout=600)
-    out = result.stdout.str() + result.stderr.str()
-    path = report / "longctx.json"
-    assert path.is_file(), out
-    assert "INTERNALERROR" not in out
-    return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
-
-
 def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(pytester: pytest.Pytester,
                                                                                api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))
-    code, prod, _ = run(pytester, "claude-prod", "prod")
+    code, prod, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off")
     assert code == 0 and len(prod["trials"]) == 400
     api(Graded("claude-other=0.77,seed=2"))  # another model: its own hard items (another seed)
     compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"),
                 "--longctx-threshold", "experiment=lrt:max-drop=0")
-    code, other, out = run(pytester, "claude-other", "other-seq", *compared, "--longctx-sequential",
+    code, other, out = run_lrt(pytester, "claude-other", "other-seq", *compared, "--longctx-sequential",
                            cache="cache-other")
     check = other["gate"]["checks"][0]
     seq = other["sequential"]
@@ -203,40 +187,18 @@ def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(py
     assert "final fixed-design look" in check["words"] and "shown larger than 0" in check["words"]
     assert check["fixed"]["verdict"] == "fail"  # the fixed gate on the same answers agrees
 
-    code, fixed, _ = run(pytester, "claude-other", "other-fixed", *compared)
+    code, fixed, _ = run_lrt(pytester, "claude-other", "other-fixed", *compared, "--longctx-cache", "off")
     assert code == 10 and fixed["gate"]["checks"][0]["p"] == pytest.approx(check["p"])
 
     # a re-run over the cached run: every answer from the cache (no request sent), the same final look
-    code, again, _ = run(pytester, "claude-other", "other-again", *compared, "--longctx-sequential",
+    code, again, _ = run_lrt(pytester, "claude-other", "other-again", *compared, "--longctx-sequential",
                          cache="cache-other")
     assert code == 10 and again["sequential"]["alarms"][0] == alarm
     assert len(again["trials"]) == 400 and all(t["calls"] == 0 < t["cache_hits"] for t in again["trials"])
 
 
-PLANNED = '''
-import pytest
-
-from pytest_longctx import Request
-
-pytestmark = pytest.mark.longctx("planned")
-
-
-@pytest.mark.parametrize("size", [1, 2, 3])
-async def test_planned(longctx, size):
-    longctx.record(item=f"q{longctx.sample}")
-    await longctx.ask(Request.user("x" * size * 100, max_tokens=8))
-'''
-
-
 def test_the_plan_runs_the_rule_with_its_final_look(longctx_runner: Any) -> None:
-    longctx_runner.pytester.makeconftest('''
-from pytest_longctx import Evidence
-
-
-def pytest_longctx_evidence():
-    return [Evidence("planned", "item", "question", "one question in every size")]
-''')
-    longctx_runner.pytester.makepyfile(test_planned=PLANNED)
+    write_planned(longctx_runner.pytester)
     run = longctx_runner.run("--longctx-plan", "true", "--longctx-samples", "200", "--longctx-threshold",
                              "*:max-drop=0", model="anthropic/claude-sonnet-5")
     out = run.result.stdout.str()

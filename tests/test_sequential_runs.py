@@ -10,41 +10,26 @@ responder, two workers, gated against a production run with the recipe's alarm.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_longctx.server.graded import Graded
+from tests.lrt_runs import run_lrt
 
 ROOT = Path(__file__).resolve().parent.parent
-LRT = ("--longctx-lrt-lines", "100,200,300,400")
 ALARM = ("--longctx-threshold", "experiment=lrt:max-drop=0")
-
-
-def run(pytester: pytest.Pytester, model: str, name: str, *args: str) -> tuple[int, dict[str, Any], str]:
-    report = pytester.path / name
-    result = pytester.runpytest_subprocess(
-        str(ROOT / "evals" / "lrt"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model", f"anthropic/{model}",
-        "--longctx-report-dir", str(report), "--longctx-cache-dir", str(pytester.path / f"cache-{name}"),
-        "--longctx-max-concurrency", "4", *LRT, *args, timeout=600)
-    out = result.stdout.str() + result.stderr.str()
-    # a stopped run (exit 2) records itself beside the last complete record, never over it
-    path = report / ("longctx.partial.json" if result.ret == pytest.ExitCode.INTERRUPTED else "longctx.json")
-    assert path.is_file(), out
-    assert "INTERNALERROR" not in out
-    return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
 
 
 def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pytester: pytest.Pytester,
                                                                             api: Any) -> None:
     api(Graded("claude-prod=0.85,claude-same=0.85,claude-bad=0.55,flip=0.02,seed=1"))
-    code, prod, _ = run(pytester, "claude-prod", "prod", "--longctx-cache", "off")
+    code, prod, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off")
     assert code == 0 and len(prod["trials"]) == 400
     compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), *ALARM)
 
-    code, bad, out = run(pytester, "claude-bad", "bad-seq", *compared, "--longctx-sequential")
+    code, bad, out = run_lrt(pytester, "claude-bad", "bad-seq", *compared, "--longctx-sequential")
     check = bad["gate"]["checks"][0]
     seq = bad["sequential"]
     assert code == 10, check["words"]
@@ -59,15 +44,15 @@ def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pyte
     assert "skipped" in out and "sequential gate settled" in out  # the rest skipped, with the reason
     assert bad["prefetch"]["sent"] < 400 - 100  # prefetch stayed a window ahead and stopped sending
 
-    code, bad_fixed, _ = run(pytester, "claude-bad", "bad-fixed", *compared, "--longctx-cache", "off")
+    code, bad_fixed, _ = run_lrt(pytester, "claude-bad", "bad-fixed", *compared, "--longctx-cache", "off")
     assert code == 10 and bad_fixed["gate"]["checks"][0]["verdict"] == "fail"
     assert len(bad_fixed["trials"]) == 400 and "sequential" not in bad_fixed
 
-    code, same, _ = run(pytester, "claude-same", "same-seq", *compared, "--longctx-sequential")
+    code, same, _ = run_lrt(pytester, "claude-same", "same-seq", *compared, "--longctx-sequential")
     check = same["gate"]["checks"][0]
     assert code == 0, check["words"]
     assert check["verdict"] == "pass" and check["sequential"]["settled"] != "fired"
-    code, same_fixed, _ = run(pytester, "claude-same", "same-fixed", *compared, "--longctx-cache", "off")
+    code, same_fixed, _ = run_lrt(pytester, "claude-same", "same-fixed", *compared, "--longctx-cache", "off")
     assert code == 0 and same_fixed["gate"]["checks"][0]["verdict"] == "pass"
 
 
@@ -92,7 +77,7 @@ def test_sequential_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.
 
 def test_a_budget_stops_the_run_with_its_reason(pytester: pytest.Pytester, api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))
-    code, record, out = run(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5")
+    code, record, out = run_lrt(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5")
     assert code == 2, out  # stopped: the verdicts were not reached
     assert not (pytester.path / "budget" / "longctx.json").exists()  # no complete run to stand for
     assert record["stopped"].startswith("--longctx-budget: $0.5") and "the budget is $0.50" in record["stopped"]
