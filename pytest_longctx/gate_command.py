@@ -2,10 +2,12 @@
 
 ``longctx-gate CANDIDATE.json [--compare BASELINE.json] [--threshold EXPR ...] [--alpha A] [--report-dir DIR]``
 re-decides a finished run: CI can apply other thresholds, a reviewer can check a verdict. It runs the plugin's own
-decision (``session.run.decide``: the comparison, ``results/gate.py``, the per-experiment summary) and prints the
-same block the run's terminal summary opens with (``reporting/decision.py``) and the same gate lines; it exits with
-the gate's code: 0 (pass or no threshold), 10 (a threshold missed), 11 (the gate could not decide). Bad input (a
-missing file, not a run record, a bad threshold, a refused baseline) is one line on stderr and exit 4.
+decision (``results.decide.decide``: the comparison, ``results/gate.py``, the per-experiment summary; nothing of the
+pytest layer) and prints the same block the run's terminal summary opens with (``reporting/decision.py``) and the
+same gate lines; it exits with the run's code for that record (``results/decision.py``): 0 (pass or no threshold),
+1 (a trial errored: as its run did), 10 (a threshold missed), 11 (the gate could not decide). A sequential run's
+record keeps its alarms' sequential verdicts and says so. Bad input (a missing file, not a run record, a record that
+contradicts itself or the compared one, a bad threshold, a refused baseline) is one line on stderr and exit 4.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ PROG = "longctx-gate"
 
 @dataclass(frozen=True)
 class RecordSettings:
-    """The settings :func:`~pytest_longctx.session.run.decide` reads, from a record and this command's options."""
+    """The settings :func:`~pytest_longctx.results.decide.decide` reads, from a record and this command's options."""
 
     thresholds: tuple[Any, ...]
     alpha: float
@@ -60,12 +62,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(record: dict[str, Any], args: argparse.Namespace) -> RecordSettings:
+    from pytest_longctx.results.decision import unique
     from pytest_longctx.results.effective import DEFAULT_THRESHOLD
     from pytest_longctx.results.thresholds import DEFAULT_ALPHA, parse_alpha, parse_threshold
 
     ran = record.get("settings") or {}
     texts = args.threshold if args.threshold is not None else list(ran.get("thresholds") or [])
-    thresholds = tuple(parse_threshold(str(t), flag="--threshold") for t in texts)
+    thresholds = unique(parse_threshold(str(t), flag="--threshold") for t in texts)
     alpha = parse_alpha(str(args.alpha), flag="--alpha") if args.alpha is not None else float(
         ran.get("alpha", DEFAULT_ALPHA))
     return RecordSettings(thresholds, alpha, Path(args.compare) if args.compare else None, args.compare_partial,
@@ -94,6 +97,7 @@ def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any], RecordSettings, 
     if missing and record["cells"]:
         raise UsageError(f"--threshold: {missing[0].text!r} matches none of the record's cells "
                          f"({describe_cells(record['cells'])}); fix its selector")
+    _check_sequential(record, settings, path)
     baseline = None
     if settings.compare is not None:
         baseline = load_record(settings.compare, flag="--compare")
@@ -102,6 +106,27 @@ def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any], RecordSettings, 
         if refused is not None:
             raise UsageError(refused.replace("--longctx-compare-partial", "--compare-partial"))
     return record, settings, baseline
+
+
+def _check_sequential(record: dict[str, Any], settings: RecordSettings, path: Path) -> None:
+    """A sequential run's record is decided by its own alarms at its own alpha; a run that stopped early (or skipped
+    trials once alarms settled) answered a sample no fixed test may decide: other thresholds are refused."""
+    section = record.get("sequential")
+    if not section:
+        return
+    ran = float((record.get("settings") or {}).get("alpha", settings.alpha))
+    if settings.alpha != ran:
+        raise UsageError(f"--alpha: {path} is a sequential "
+                         f"run's record: its alarms were settled at alpha {ran:g}; drop --alpha")
+    early = bool(section.get("stopped")) or not section.get("final_look", False) or any(
+        a.get("skipped_trials") for a in section.get("alarms") or [])
+    alarms = {str(a.get("threshold")) for a in section.get("alarms") or []}
+    other = [t.text for t in settings.thresholds if t.text not in alarms]
+    if early and other:
+        raise UsageError(f"--threshold: {other[0]!r} is not one of the sequential run's alarms "
+                         f"({', '.join(sorted(alarms)) or 'none'}), and that run stopped before the end of its design: "
+                         "no fixed test may decide the trials it chose to answer; gate it with its own alarms, or "
+                         "re-run without --longctx-sequential")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -113,8 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(str(exc).splitlines()[0], file=sys.stderr)
         return USAGE_EXIT
     from pytest_longctx.reporting.decision import gate_lines, terminal_lines
+    from pytest_longctx.results.decide import decide
     from pytest_longctx.results.evidence import declared_in
-    from pytest_longctx.session.run import decide
 
     for cell in record["cells"]:
         cell.pop("compare", None)  # the run's comparison; this one's is attached afresh
@@ -123,7 +148,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                               compare_partial=settings.compare_partial)
     record["decided_by"] = {"command": PROG, "candidate": args.candidate}
     notes: list[str] = []
-    decide(record, settings, declared_in(record), baseline, notes)
+    sequential = record.get("sequential")
+    if sequential:
+        notes.append(f"{args.candidate} is a sequential run's record: its alarms keep the verdicts its e-processes "
+                     "(or final look) reached, not re-decided by the fixed test on the trials it answered")
+    result = decide(record, settings, declared_in(record), baseline, notes, sequential=sequential or None)
+    if result.refused:  # the two records contradict each other: nothing decided
+        print(f"--compare: {result.refused}", file=sys.stderr)
+        return USAGE_EXIT
     for _, line in terminal_lines(record) + gate_lines(record):
         print(line)
     for note in notes:
@@ -138,7 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"--report-dir: {args.report_dir}: cannot write ({exc.strerror or exc}); pass a writable folder",
                   file=sys.stderr)
             return USAGE_EXIT
-    return int(record["gate"]["exit_code"])
+    return result.exit_code
 
 
 if __name__ == "__main__":

@@ -16,14 +16,12 @@ from typing import Any
 from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
+from pytest_longctx.results.decision import GateResult, unique
 from pytest_longctx.results.effective import DEFAULT_THRESHOLD, effective_length
 from pytest_longctx.results.evidence import LengthAxis
 from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
 from pytest_longctx.results.thresholds import (
     DEFAULT_ALPHA,
-    GATE_ERROR_EXIT_CODE,
-    GATE_EXIT_CODE,
-    VERDICTS,
     Threshold,
     _cell_name,
     describe_cells,
@@ -68,6 +66,12 @@ class GateInputs:
 
 def evaluate(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> dict[str, Any]:
     """Check every threshold, correct the alarms together, and return the gate summary for the run record."""
+    return decide_checks(thresholds, inputs).to_json()
+
+
+def decide_checks(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> GateResult:
+    """Check every threshold (each spelling once), correct the alarms together: the decided gate."""
+    thresholds = unique(thresholds)
     checks: list[dict[str, Any]] = []
     errors: list[str] = []
     for cell in inputs.cells:
@@ -91,18 +95,11 @@ def evaluate(thresholds: tuple[Threshold, ...], inputs: GateInputs) -> dict[str,
         if not any(c["key"] in base_keys for c in inputs.cells):
             errors.append(f"the compared run {inputs.compared_with} shares no cell with this run "
                           f"(it has {len(base_keys)} cells, this run {len(inputs.cells)})")
-    counts = dict.fromkeys(VERDICTS, 0)
-    for check in checks:
-        counts[check["verdict"]] += 1
-        if inputs.partial:  # every verdict says the baseline was partial
+    if inputs.partial:  # every verdict says the baseline was partial
+        for check in checks:
             check["words"] = f"{check.get('words', '')} [{inputs.partial}]"
-    status = "error" if errors else "none" if not thresholds else "fail" if counts["fail"] else "pass"
-    out = {"status": status, "counts": counts, "errors": errors, "checks": checks,
-           "thresholds": [t.text for t in thresholds], "alpha": inputs.alpha,
-           "exit_code": {"error": GATE_ERROR_EXIT_CODE, "fail": GATE_EXIT_CODE}.get(status, 0)}
-    if inputs.partial:
-        out["partial_baseline"] = inputs.partial
-    return out
+    return GateResult(tuple(checks), tuple(errors), tuple(t.text for t in thresholds), inputs.alpha,
+                      extra={"partial_baseline": inputs.partial} if inputs.partial else {})
 
 
 def _base(threshold: Threshold, matched: Sequence[Cell]) -> dict[str, Any]:

@@ -87,3 +87,29 @@ def pair_runs(now: Sequence[Trial], before: Sequence[Trial], *, by_item: bool = 
         result.unpaired_there[NO_CELL if key[0] not in cells_here else NOT_ASKED] += 1
     result.pairs.sort(key=lambda p: (p[0], p[1]["sample"]))
     return result
+
+
+def cluster_disagreement(pairing: Pairing) -> str | None:
+    """Where the two runs group their paired trials into different clusters, in one line (None: they agree).
+
+    A cluster is an independent unit of evidence: the paired test counts the clusters of this run's trials, so the
+    compared run's must group the same trials alike (one cluster of one run is one cluster of the other; the labels
+    themselves may differ). Finer labels on one side would count more independent items than there are.
+    """
+    if pairing.by != "item":
+        return None  # a schema-1 record's trials carry no clusters: each counted alone
+    ours: dict[str, tuple[str, Trial]] = {}
+    theirs: dict[str, tuple[str, Trial]] = {}
+    for _, now, before in pairing.pairs:
+        a, b = str(now.get("cluster")), str(before.get("cluster"))
+        for mine, other, label, side, trial in ((ours, b, a, "this run", now), (theirs, a, b, "the compared run",
+                                                                              before)):
+            seen = mine.setdefault(label, (other, trial))
+            if seen[0] != other:
+                first = seen[1]
+                return (f"cluster {label!r} of {side} holds trials the other run puts in clusters {seen[0]!r} "
+                        f"and {other!r} (item {trial.get('item')!r} at sample {trial['sample']} and item "
+                        f"{first.get('item')!r} at sample {first['sample']} of {trial['experiment']}): the two "
+                        "records count independent items differently; compare records written with the same "
+                        "evidence declarations")
+    return None

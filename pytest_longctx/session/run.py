@@ -7,20 +7,18 @@ import platform
 import subprocess
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 
 from pytest_longctx import __version__
 from pytest_longctx.backends import model_note
-from pytest_longctx.errors import UsageError
 from pytest_longctx.results.aggregate import CellKeys
-from pytest_longctx.results.baseline import baseline_problems, partial_note, refusal
-from pytest_longctx.results.compare import Comparison, compare
+from pytest_longctx.results.decide import DecideSettings as DecideSettings  # re-exported: what decide reads
+from pytest_longctx.results.decide import decide
+from pytest_longctx.results.decision import GateResult
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
-from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION, load_record
-from pytest_longctx.results.thresholds import Threshold, gate_error
+from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY
 from pytest_longctx.session.options import Settings
 
@@ -149,9 +147,9 @@ def _finish(session: pytest.Session) -> None:
         return  # no longctx trial ran (e.g. only ordinary tests were selected): nothing to gate or write
     # (but a run stopped before any trial finished, once requests could go out, is recorded: e.g. while prefetch
     # or a batch was sending, or at start-up because the endpoint cannot be reached)
-    gate = record["gate"]
-    if gate["status"] in ("fail", "error") and session.exitstatus == pytest.ExitCode.OK:
-        session.exitstatus = gate["exit_code"]
+    decided = GateResult.from_json(record["gate"], stopped=record.get("stopped"))
+    if (code := decided.run_exit(int(session.exitstatus))) != session.exitstatus:
+        session.exitstatus = code  # the gate's 10 or 11 (4: a refused record; 1: errored trials) on an OK run
     for lines in call_each(session.config, "pytest_longctx_run_finished", state.notes,
                            config=session.config, record=record):
         state.written.extend(lines)
@@ -204,107 +202,6 @@ def _plan_power(record: dict[str, Any], settings: Settings, state: Any, declared
     record["plan"]["sequential"] = plan_sequential(  # per max-drop alarm: requests and dollars to a decision
         state.plan_evidence, declared, settings.thresholds, settings.alpha, getattr(state, "baseline", None),
         settings.detect, settings.budget, cost, settings.seed)
-
-
-class DecideSettings(Protocol):
-    """What :func:`decide` reads of the settings: a run's :class:`Settings`, or ``longctx-gate``'s from a record."""
-
-    @property
-    def plan(self) -> bool: ...
-    @property
-    def thresholds(self) -> tuple[Threshold, ...]: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def compare(self) -> Path | None: ...
-    @property
-    def compare_partial(self) -> bool: ...
-    @property
-    def effective_accuracy(self) -> float: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def samples(self) -> int: ...
-    @property
-    def samples_all(self) -> bool: ...
-    @property
-    def protocol(self) -> str: ...
-
-
-def decide(record: dict[str, Any], settings: DecideSettings, declared: dict[str, Evidence],
-           baseline: dict[str, Any] | None, notes: list[str]) -> None:
-    """Compare a built record with the compared run, gate it, and summarize each experiment, in place.
-
-    The run's finish calls it; so can a tool or a test that holds a record. Whatever fails in the comparison or
-    the gate is a gate error, never a pass; a failing summary costs a note.
-    """
-    comparison, record["comparison"], record["gate"] = _compare_and_gate(record, settings, baseline, notes, declared)
-    try:
-        _summarize(record, settings, declared, comparison)
-    except Exception as exc:  # see the docstring
-        notes.append(f"could not compute the per-experiment summary: {type(exc).__name__}: {exc}")
-
-
-def _summarize(record: dict[str, Any], settings: DecideSettings, declared: dict[str, Evidence],
-               comparison: Comparison | None) -> None:
-    """Pooled accuracy, effective length and detectable drop per experiment (and the compared run's lengths)."""
-    from pytest_longctx.results.overview import effective_lengths, overview
-
-    if settings.plan:
-        return
-    trials = record["trials"]
-    record["experiments"] = overview(trials, declared, comparison=comparison, alpha=settings.alpha,
-                                     thresholds=settings.thresholds)
-    record["effective_length"] = effective_lengths(trials, declared, settings.effective_accuracy, settings.seed)
-    if comparison is not None and record.get("comparison"):
-        record["comparison"]["effective_length"] = effective_lengths(
-            comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
-        from pytest_longctx.results.effective import paired_lengths
-
-        record["comparison"]["effective_length_diff"] = paired_lengths(
-            trials, comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
-
-
-def _compare_and_gate(record: dict[str, Any], settings: DecideSettings, baseline: dict[str, Any] | None,
-                      notes: list[str], declared: dict[str, Evidence]
-                      ) -> tuple[Comparison | None, dict[str, Any] | None, dict[str, Any]]:
-    """The comparison (with --longctx-compare) and the gate; whatever fails is a gate error, never a pass."""
-    compared_with = str(settings.compare) if settings.compare is not None else None
-    if settings.plan:
-        if settings.thresholds:
-            notes.append("plan mode: nothing was answered, so the gate was not evaluated")
-        return None, None, evaluate((), GateInputs(record["cells"], record["trials"], alpha=settings.alpha))
-    comparison = summary = None
-    partial = None
-    try:
-        if settings.compare is not None and baseline is None:
-            baseline = load_record(settings.compare)  # normally read at start-up (plugin.pytest_configure)
-        if baseline is not None:
-            problems = baseline_problems(baseline, seed=settings.seed, protocol=settings.protocol,
-                                         cells=record["cells"])
-            refused = refusal(compared_with, problems, partial_ok=settings.compare_partial)
-            if refused is not None:  # normally refused at start-up (session/preflight.py): nothing decided on it
-                raise UsageError(refused)
-            partial = partial_note(problems)
-            assign_clusters([t for t in baseline["trials"] if "cluster" not in t], declared)
-            comparison, summary = compare(record["cells"], record["trials"], baseline, record["settings"],
-                                          settings.alpha)
-            summary["partial"] = partial
-    except Exception as exc:  # a comparison that could not be made fails the gate
-        record["compare_error"] = str(exc) if isinstance(exc, UsageError) else f"{type(exc).__name__}: {exc}"
-        return None, None, gate_error(f"comparison with {compared_with} failed: {record['compare_error']}",
-                                      settings.thresholds, settings.alpha)
-    inputs = GateInputs(record["cells"], record["trials"], comparison, compared_with, settings.alpha,
-                        lengths={e: d.length for e, d in declared.items() if d.length is not None},
-                        units={e: d.unit for e, d in declared.items()},
-                        effective_accuracy=settings.effective_accuracy, seed=settings.seed,
-                        samples=None if settings.samples_all else settings.samples, partial=partial)
-    try:
-        gate = evaluate(settings.thresholds, inputs)
-    except Exception as exc:  # a gate that could not run fails closed
-        gate = gate_error(f"the gate could not be evaluated: {type(exc).__name__}: {exc}", settings.thresholds,
-                          settings.alpha)
-    return comparison, summary, gate
 
 
 def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, state: Any) -> None:

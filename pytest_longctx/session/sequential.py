@@ -321,7 +321,8 @@ def _budget(config: pytest.Config, records: list[dict[str, Any]]) -> None:
 
 
 def apply(config: pytest.Config, record: dict[str, Any]) -> None:
-    """The finished run's gate: each alarm's verdict is its sequential one (the fixed-design reading kept beside).
+    """The finished run's sequential section, and its gate decided with it: each alarm's verdict is its sequential
+    one (the fixed-design reading kept beside; :func:`~pytest_longctx.results.decision.with_sequential`).
 
     When the run reached the end of its design (every sample group reported, no stop), an alarm the e-processes
     did not settle is decided by the final look: the fixed gate's own unadjusted one-sided p (the check's ``p``,
@@ -357,23 +358,10 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
         per = ", ".join(f"{n:,} for '{text}'" for text, n in seq.skipped.items())
         config.stash[RUN_KEY].notes.append(f"per-alarm stops: trials skipped once every alarm covering them was "
                                            f"settled ({per})")
-    for check in gate.get("checks", []):
-        alarm = seq.alarms.get(check.get("threshold"))
-        if alarm is None or check.get("verdict") in ("error", "too-few"):
-            continue
-        check["fixed"] = {"verdict": check["verdict"], "words": check.get("words"),
-                          "p_adjusted": check.get("p_adjusted")}
-        check["sequential"] = {**alarm.to_json(), "settled_at_group": seq.settled_at_group.get(alarm.threshold),
-                               "skipped_trials": seq.skipped[alarm.threshold]}
-        check["verdict"] = "fail" if alarm.settled == "fired" else "pass"
-        check["words"] = alarm.words()
-    if gate.get("checks"):
-        from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
+    for entry, alarm in zip(record["sequential"]["alarms"], seq.alarms.values(), strict=True):
+        entry["words"] = alarm.words()  # the verdict in words, kept with the state it was reached on
+    if gate.get("checks"):  # the alarms' verdicts are the sequential ones: one decision (results/decision.py)
+        from pytest_longctx.results.decision import GateResult, with_sequential
 
-        counts = dict.fromkeys(VERDICTS, 0)
-        for check in gate["checks"]:
-            counts[check["verdict"]] += 1
-        gate["counts"] = counts
-        gate["status"] = "error" if gate.get("errors") else "fail" if counts["fail"] else "pass"
-        gate["exit_code"] = {"error": GATE_ERROR_EXIT_CODE, "fail": GATE_EXIT_CODE}.get(gate["status"], 0)
-        gate["sequential"] = True
+        record["gate"] = with_sequential(GateResult.from_json(gate, stopped=record.get("stopped")),
+                                         record["sequential"]).to_json()

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.results.aggregate import Aggregator
+from pytest_longctx.results.decision import GateResult, combine
 from pytest_longctx.results.evidence import Evidence
 from pytest_longctx.results.ranking import paired, rank
 from pytest_longctx.session.options import Settings
@@ -25,7 +26,6 @@ from pytest_longctx.session.several import slug
 
 #: Under the report dir: ``models/<slug>/longctx.json``, one record per model (with its own history).
 MODELS_DIR = "models"
-_WORST = ("error", "fail", "pass", "none")
 
 
 @dataclasses.dataclass
@@ -51,7 +51,7 @@ def split_trials(trials: Sequence[dict[str, Any]], reference: str) -> dict[str, 
 
 
 def decide_models(settings: Settings, state: Any, finished: float, workers: int, declared: dict[str, Evidence],
-                  build_record: Callable[..., dict[str, Any]], decide: Callable[..., None]
+                  build_record: Callable[..., dict[str, Any]], decide: Callable[..., GateResult]
                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The run's record (the reference's, with ``models``) and every model's own record, built and decided by the
     run's own ``build_record`` and ``decide`` (``session/run.py``, which calls this)."""
@@ -60,6 +60,7 @@ def decide_models(settings: Settings, state: Any, finished: float, workers: int,
     by_model = split_trials(state.aggregator.trials, reference)
     order = [reference, *(m.spec for m in settings.models if m.spec != reference)]
     records: dict[str, dict[str, Any]] = {}
+    results: dict[str, GateResult] = {}
     absolute = tuple(t for t in settings.thresholds if not t.relative)
     gated = sum(1 for spec in order if settings.thresholds and (spec != reference or absolute or settings.compare))
     alpha = settings.alpha / max(1, gated)  # Bonferroni across the models gated: the run's false alarms <= alpha
@@ -79,33 +80,18 @@ def decide_models(settings: Settings, state: Any, finished: float, workers: int,
                                                  compare=model_record_path(settings.report_dir, reference))
         record = build_record(model_settings, mine, finished, workers, declared)
         record["settings"].update(reference=reference, run_alpha=settings.alpha, models_gated=gated)
-        decide(record, model_settings, declared, baseline, state.notes)
+        results[spec] = decide(record, model_settings, declared, baseline, state.notes)
         records[spec] = record
     run = dict(records[reference])
     run["models"] = side_by_side(records, settings)
-    run["gate"] = combined_gate(records, settings)
+    run["gate"] = combined_gate(results, settings).to_json()
     return run, records
 
 
-def combined_gate(records: Mapping[str, Mapping[str, Any]], settings: Settings) -> dict[str, Any]:
-    """Every model's checks (each naming its model) under the worst status and its exit code."""
-    gates = {spec: r.get("gate") or {} for spec, r in records.items()}
-    statuses = [str(g.get("status", "none")) for g in gates.values()]
-    status = min(statuses, key=_WORST.index) if statuses else "none"
-    worst = next((g for g in gates.values() if g.get("status") == status), {})
-    counts: dict[str, int] = {}
-    checks, errors = [], []
-    for spec, gate in gates.items():
-        for verdict, count in (gate.get("counts") or {}).items():
-            counts[verdict] = counts.get(verdict, 0) + int(count)
-        checks += [{**check, "model": spec, "words": f"{spec}: {check.get('words', '')}"}
-                   for check in gate.get("checks") or []]
-        errors += [f"{spec}: {e}" for e in gate.get("errors") or []]
-    return {"status": status, "counts": counts, "errors": errors, "checks": checks,
-            "thresholds": [t.text for t in settings.thresholds], "alpha": settings.alpha,
-            "alpha_each": next((float(g.get("alpha", settings.alpha)) for g in gates.values()), settings.alpha),
-            "exit_code": int(worst.get("exit_code", 0)), "models": {
-                spec: {"status": g.get("status"), "exit_code": g.get("exit_code")} for spec, g in gates.items()}}
+def combined_gate(results: Mapping[str, GateResult], settings: Settings) -> GateResult:
+    """Every model's checks (each naming its model) under the worst status and its exit code (one decision:
+    :func:`~pytest_longctx.results.decision.combine`)."""
+    return combine(results, [t.text for t in settings.thresholds], settings.alpha)
 
 
 def _cost(spec: str, usage: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
