@@ -160,8 +160,16 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
         settings={**p.baseline()["settings"], "protocol": "source"}))],
         "source.json ran with --longctx-protocol source, this run with longctx"),
     "compare-lacks-a-cell": (lambda p: ["--longctx-compare", p.write("half.json", p.baseline(
-        cells=p.baseline()["cells"][:1]))], "half.json has no scored trial in 1 of this run's 2 cells (e.g. demo "
-        "filler=8)"),
+        cells=p.baseline()["cells"][:1], trials=[t for t in p.baseline()["trials"] if t["params"] == {"filler": 2}]))],
+        "half.json has no scored trial in 1 of this run's 2 cells (e.g. demo filler=8)"),
+    "compare-cell-without-its-trials": (lambda p: ["--longctx-compare", p.write("half.json", p.baseline(
+        cells=p.baseline()["cells"][:1]))], "half.json: 2 trials of demo{\"filler\":8} are in no cell of 'cells': "
+        "the counts disagree with the trials"),
+    "compare-trials-twice": (lambda p: ["--longctx-compare", p.write("twice.json", p.baseline(
+        trials=p.baseline()["trials"] * 2))], "twice.json: trials[4] repeats trials[0]"),
+    "compare-counts-off": (lambda p: ["--longctx-compare", p.write("off.json", p.baseline(
+        cells=[{**p.baseline()["cells"][0], "n": 1}, *p.baseline()["cells"][1:]]))],
+        "off.json: cells[0] (demo) says n=1 but its trials give 2: the counts disagree with the trials"),
     "compare-trials-5": (lambda p: ["--longctx-compare", p.write("t5.json", p.baseline(trials=5))],
                          "t5.json: 'trials' is 5, not a list"),
     "compare-no-cells": (lambda p: ["--longctx-compare", p.write("nocells.json", p.baseline(cells=None))],
@@ -346,12 +354,12 @@ def test_clobber(pytestconfig):
 
 def test_a_failing_comparison_is_a_gate_error_and_the_record_is_written(project: Project,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    import pytest_longctx.session.run
+    import pytest_longctx.results.decide
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise KeyError("accuracy")
 
-    monkeypatch.setattr(pytest_longctx.session.run, "compare", broken)  # a bug in comparison code, simulated
+    monkeypatch.setattr(pytest_longctx.results.decide, "compare", broken)  # a bug in comparison code, simulated
     run, out = _gate_error_run(project, "--longctx-compare", str(project.path / "reports" / "longctx.json"))
     line = _one_line(out, "gate error:")
     assert "comparison with" in line and "KeyError: 'accuracy'" in line

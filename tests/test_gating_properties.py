@@ -102,7 +102,7 @@ def _min(selector: Any, value: float, reading: str = "point") -> Threshold:
 point_thresholds = st.builds(_min, selectors, rates)
 
 
-@given(records(), st.lists(point_thresholds, min_size=1, max_size=4))
+@given(records(), st.lists(point_thresholds, min_size=1, max_size=4, unique_by=lambda t: t.canonical()))
 @SETTINGS
 def test_point_gate_passes_iff_every_pooled_estimate_meets_its_minimum(record: dict[str, Any],
                                                                        ts: list[Threshold]) -> None:
@@ -119,8 +119,8 @@ def test_point_gate_passes_iff_every_pooled_estimate_meets_its_minimum(record: d
     assert gate["counts"]["pass"] + gate["counts"]["fail"] == len(ts)
 
 
-@given(records(), st.lists(st.builds(_min, selectors, rates, st.sampled_from(READINGS)), min_size=1, max_size=4),
-       st.randoms())
+@given(records(), st.lists(st.builds(_min, selectors, rates, st.sampled_from(READINGS)), min_size=1, max_size=4,
+                           unique_by=lambda t: t.canonical()), st.randoms())
 @SETTINGS
 def test_gate_ignores_the_order_of_trials_and_thresholds(record: dict[str, Any], ts: list[Threshold],
                                                          rnd: Any) -> None:
@@ -153,3 +153,15 @@ def test_readings_are_ordered(record: dict[str, Any], a: float, b: float) -> Non
         assert shown == "fail"
     if shown == "pass":
         assert alarm == "pass"
+
+
+@given(records(), st.lists(st.builds(_min, selectors, rates, st.sampled_from(READINGS)), min_size=1, max_size=4))
+@SETTINGS
+def test_a_repeated_threshold_is_one_check(record: dict[str, Any], ts: list[Threshold]) -> None:
+    """The same check given twice (or spelled two ways) is one alarm: Holm counts it once."""
+    once = _gate(record, ts)
+    respelled = [parse_threshold(t.canonical().replace("/point", "/point@n=1")) for t in ts]
+    twice = _gate(record, [*ts, *respelled, *ts])
+    assert len(twice["checks"]) == len({t.canonical() for t in ts}) == len(once["checks"])
+    assert [c["verdict"] for c in twice["checks"]] == [c["verdict"] for c in once["checks"]]
+    assert [c.get("p_adjusted") for c in twice["checks"]] == [c.get("p_adjusted") for c in once["checks"]]

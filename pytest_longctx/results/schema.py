@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.results.aggregate import cell_key
 from pytest_longctx.results.evidence import namespaced
 
 SCHEMA = "pytest-longctx/run"
@@ -20,6 +21,7 @@ SCHEMA_VERSION = 3
 #: Version 2's clusters were not namespaced by experiment: they load under their experiment (``qa|q7``).
 READABLE_VERSIONS = (1, 2, 3)
 OUTCOMES = ("correct", "incorrect", "error")
+_COUNTS = ("correct", "incorrect", "errors")
 
 #: Required fields of a cell and a trial, with the check each value must pass and its description.
 _CELL_FIELDS: tuple[tuple[str, str], ...] = (
@@ -85,6 +87,45 @@ def record_problem(record: Any) -> str | None:
         problem = _check_fields(f"trials[{i}]", trial, _TRIAL_FIELDS)
         if problem:
             return problem
+    return _duplicate(record["trials"]) or _miscounted(record)
+
+
+def _duplicate(trials: list[dict[str, Any]]) -> str | None:
+    """The first trial listed twice: the same test (its node id), cell and sample; a trial without a node id is
+    the same when its cell, sample and item are."""
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, t in enumerate(trials):
+        test = t.get("nodeid")
+        key = (test, cell_key(t["experiment"], t["params"]), t["sample"], None if test else str(t.get("item")))
+        if (first := seen.setdefault(key, i)) != i:
+            return (f"trials[{i}] repeats trials[{first}] ({test or t['experiment']}, sample {t['sample']}): a record "
+                    "lists each trial once, and a repeated one would count twice")
+    return None
+
+
+def _miscounted(record: dict[str, Any]) -> str | None:
+    """The first cell whose counts disagree with its trials, or a trial in no cell (a rescued record, written
+    when the run's finish failed, has trials and no cells: its trials are all it has)."""
+    counted: dict[str, dict[str, int]] = {}
+    for t in record["trials"]:
+        outcome = "errors" if t["outcome"] == "error" else t["outcome"]
+        tally = counted.setdefault(cell_key(t["experiment"], t["params"]), dict.fromkeys(_COUNTS, 0))
+        tally[outcome] += 1
+    cells = {cell_key(c["experiment"], c["params"]): (i, c) for i, c in enumerate(record["cells"])}
+    for key, (i, cell) in cells.items():
+        tally = counted.get(key, dict.fromkeys(_COUNTS, 0))
+        said = {"n": cell["n"], **{k: cell[k] for k in _COUNTS if k in cell}}
+        found = {"n": tally["correct"] + tally["incorrect"], **tally}
+        wrong = [k for k, v in said.items() if v != found[k]]
+        if wrong:
+            k = wrong[0]
+            return (f"cells[{i}] ({cell['experiment']}) says {k}={said[k]} but its trials give {found[k]}: the counts "
+                    "disagree with the trials")
+    if record["cells"] or not record.get("finish_error"):
+        for key, tally in counted.items():
+            if key not in cells:
+                return (f"{sum(tally.values())} trials of {key} are in no cell of 'cells': the counts disagree with "
+                        "the trials")
     return None
 
 
