@@ -124,6 +124,8 @@ def _required_n(drop: float, design: Design, alpha: float, power: float, a: Assu
     the one of ``delta0 + D - D^2`` discordance plus the null's share (``D^2`` times the design's null term): both
     quantiles multiply that one error. ``scale_trials``: the trials of a design scaled from this one.
     """
+    if drop <= 0:
+        return math.inf  # no drop to detect (a compared run at 0% accuracy has none to lose): no design detects it
     scale_trials = float(design.trials) if scale_trials is None else scale_trials
     deff = design.deff(a.diff_icc)
     quantiles = t_quantile(1 - alpha, df) + t_quantile(power, df)

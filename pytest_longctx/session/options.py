@@ -352,7 +352,11 @@ def resolve(config: pytest.Config) -> Settings:
     cache = str(raw["cache"])
     if cache not in CACHE_MODES:
         raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")
-    thresholds = tuple(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))
+    from pytest_longctx.results.decision import unique
+
+    # the same check twice (or spelled two ways) is one alarm: Holm, the sequential gate and the plan count it once
+    thresholds = unique(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))
+    _check_needs(config, raw, by)
     rootdir = Path(str(config.rootpath))
     compare = Path(str(raw["compare"])) if raw["compare"] else None
     if compare is not None and not compare.is_file():
@@ -412,6 +416,27 @@ def resolve(config: pytest.Config) -> Settings:
         budget=_dollars(by["budget"], raw["budget"]),
         sequential_stop=_sequential_stop(by["sequential-stop"], raw["sequential-stop"]),
     )
+
+
+#: Options that mean something only with another: (option, the one it needs, what it needs of it).
+NEEDS: tuple[tuple[str, str, str], ...] = (
+    ("sequential-stop", "sequential", "true"),
+    ("compare-partial", "compare", "PATH"),
+)
+
+
+def _check_needs(config: pytest.Config, raw: Mapping[str, Any], by: Mapping[str, OptionDef]) -> None:
+    """An option given on the command line without the option it works with is a one-line usage error (an ini file
+    may set such a default for the runs that do pass its partner)."""
+    for noun, needed, value in NEEDS:
+        given = config.getoption(by[noun].dest)
+        if given is None or str(given).strip().lower() in FALSE_WORDS:
+            continue
+        partner = raw[needed]
+        on = bool(partner) and (value == "PATH" or str(partner).strip().lower() in TRUE_WORDS)
+        if not on:
+            raise UsageError(f"{by[noun].flag}: only works with {by[needed].flag} {value}; add it or drop "
+                             f"{by[noun].flag}")
 
 
 def _sequential_stop(opt: OptionDef, value: str | None) -> str:
