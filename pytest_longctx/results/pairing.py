@@ -4,7 +4,8 @@ Two trials pair when they are in the same cell and asked the same item (its k-th
 order, pairs with the other run's k-th). Sample indexes do not matter: a model whose own baseline filter drops a
 question asks the next ones at other indexes, and they still pair. A trial that records no item pairs by sample
 index; so does every trial of a schema-1 record (its items were not identities), and only where both asked the
-same item. Every trial that did not pair is counted with its reason.
+same item. Every trial that did not pair is counted with its reason; an errored trial that failed before recording
+its item is "errored in this run" (or "in the compared run"), never "not asked".
 """
 
 from __future__ import annotations
@@ -71,9 +72,13 @@ def pair_runs(now: Sequence[Trial], before: Sequence[Trial], *, by_item: bool = 
     here, there = _keys(now, by_item), _keys(before, by_item)
     cells_here = {k[0] for k in here}
     cells_there = {k[0] for k in there}
+    unrecorded: Counter[str] = Counter()  # per cell: this run's errors that failed before recording their item
     for key, trial in here.items():
         other = there.get(key)
-        if other is None:
+        if by_item and trial["outcome"] == "error" and trial.get("item") is None:
+            result.unpaired_here[ERROR_HERE] += 1  # it errored before saying what it asked: it pairs with nothing
+            unrecorded[key[0]] += 1
+        elif other is None:
             result.unpaired_here[NO_CELL if key[0] not in cells_there else NOT_ASKED] += 1
         elif trial["outcome"] == "error":
             result.unpaired_here[ERROR_HERE] += 1
@@ -83,8 +88,14 @@ def pair_runs(now: Sequence[Trial], before: Sequence[Trial], *, by_item: bool = 
             result.unpaired_here[OTHER_ITEM] += 1
         else:
             result.pairs.append((key[0], trial, other))
-    for key in there.keys() - here.keys():
-        result.unpaired_there[NO_CELL if key[0] not in cells_here else NOT_ASKED] += 1
+    for key in sorted(there.keys() - here.keys()):
+        if unrecorded[key[0]] > 0 and there[key]["outcome"] != "error":  # the item this run's error would have asked
+            unrecorded[key[0]] -= 1
+            result.unpaired_there[ERROR_HERE] += 1
+        elif there[key]["outcome"] == "error":
+            result.unpaired_there[ERROR_THERE] += 1
+        else:
+            result.unpaired_there[NO_CELL if key[0] not in cells_here else NOT_ASKED] += 1
     result.pairs.sort(key=lambda p: (p[0], p[1]["sample"]))
     return result
 
