@@ -113,7 +113,9 @@ def _compare_and_gate(record: dict[str, Any], settings: DecideSettings, baseline
                                          cells=record["cells"])
             refused_why = refusal(compared_with, problems, partial_ok=settings.compare_partial)
             if refused_why is not None:  # normally refused at start-up (session/preflight.py): nothing decided on it
-                raise UsageError(refused_why)
+                record["compare_error"] = refused_why
+                texts = [t.text for t in settings.thresholds]
+                return None, None, _with(refused(refused_why, texts, settings.alpha), errored, stopped)
             partial = partial_note(problems)
             assign_clusters([t for t in baseline["trials"] if "cluster" not in t], declared)
             comparison, summary = compare(record["cells"], record["trials"], baseline, record["settings"],
