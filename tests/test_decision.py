@@ -134,3 +134,40 @@ def test_longctx_gate_keeps_a_sequential_runs_verdicts(pytester: pytest.Pytester
         assert main([candidate, "--compare", baseline, *argv]) == 4
         err = capsys.readouterr().err
         assert needle in err and len(err.strip().splitlines()) == 1, err
+
+
+def _shape(name: str) -> Any:
+    from tests.test_decision_properties import Pair
+
+    items = range(6)
+    shapes = {
+        "a compared run at 0%": {("qa", 1, i): ("incorrect", "correct") for i in items},
+        "both runs at 100%": {("qa", s, i): ("correct", "correct") for s in (1, 2) for i in items},
+        "an empty cell (every trial errored)": {**{("qa", 1, i): ("correct", "correct") for i in items},
+                                                **{("qa", 2, i): ("correct", "error") for i in items}},
+        "one item": {("qa", 1, 0): ("correct", "incorrect")},
+    }
+    return Pair(shapes[name])
+
+
+@pytest.mark.parametrize("shape", ["a compared run at 0%", "both runs at 100%", "an empty cell (every trial errored)",
+                                   "one item"])
+def test_every_shape_of_record_gives_a_decision_table(shape: str) -> None:
+    from pytest_longctx.reporting.decision import terminal_lines
+    from pytest_longctx.reporting.decision_table import decision_html
+    from pytest_longctx.results.thresholds import parse_threshold
+    from tests.test_decision_properties import DECLARED, Settings, record
+
+    pair = _shape(shape)
+    candidate, notes = record(pair, 1), []
+    ts = ("*:max-drop=0", "*:min=0.5/shown", "*:max-drop=0/each")
+    from pytest_longctx.results.decide import decide
+
+    result = decide(candidate, Settings(tuple(parse_threshold(t) for t in ts)), DECLARED, record(pair, 0), notes)
+    assert not [n for n in notes if "could not" in n], notes
+    lines = [text for _, text in terminal_lines(candidate)]
+    assert f"exit code {result.exit_code}" in lines[0] and result.exit_code == (1 if result.errored else
+                                                                               result.gate_exit_code)
+    assert any(line.startswith("  ") and "*:max-drop=0:" in line for line in lines), lines
+    html = decision_html(candidate)
+    assert html.startswith('<section id="decision"') and "*:max-drop=0" in html

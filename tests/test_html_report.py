@@ -161,7 +161,8 @@ def test_header_shows_the_run_facts(showcase: dict[str, Any], page: Page) -> Non
 
 def test_gate_pass_and_none_and_stopped(tmp_path: Path) -> None:
     passing = Page(_html(data.make_record(tmp_path, samples=3, thresholds=("*:0.0",))))
-    assert "pass" in passing.by_class("gate")[0]["class"].split() and "PASS" in passing.text
+    assert "pass" in passing.by_class("gate")[0]["class"].split() and "1 pass of 1 threshold check" in passing.text
+    assert "1 ERROR" in passing.text and "exit code 1 (errors)" in passing.text  # a trial errored: the run exits 1
     none = Page(_html(data.make_record(tmp_path, samples=3, stopped="FatalBackendError: 401 invalid x-api-key")))
     assert "none" in none.by_class("gate")[0]["class"].split() and "no thresholds set" in none.text
     assert "run stopped: FatalBackendError: 401 invalid x-api-key" in none.text

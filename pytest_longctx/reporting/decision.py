@@ -18,8 +18,6 @@ from pytest_longctx.util.words import plural
 
 #: Verdicts that make a row (and the run) fail.
 BAD = ("fail", "error", "too-few")
-#: pytest's exit code for a run with errored tests, and for a stopped (interrupted) one.
-ERRORS_EXIT, STOPPED_EXIT = 1, 2
 
 
 @dataclass
@@ -49,10 +47,11 @@ class Status:
         return "errors" if self.errors else self.gate
 
     def headline(self) -> str:
-        """The verdict in a few words: ``FAIL``, ``200 ERRORS``, ``STOPPED``, ``PASS``, ``NO GATE``."""
+        """The verdict in a few words: ``FAIL``, ``200 ERRORS`` (whatever a passing gate said), ``STOPPED``,
+        ``PASS``, ``NO GATE``."""
         if self.kind == "stopped":
             return "STOPPED"
-        if self.kind == "errors" and (self.gate == "none" or not self.scored):
+        if self.kind == "errors":  # a gate that passed is no PASS while trials errored: the run exits 1
             return f"{self.errors:,} {plural('error', self.errors).upper()}"
         return {"none": "NO GATE"}.get(self.gate, self.gate.upper())
 
@@ -97,9 +96,10 @@ def run_status(record: Mapping[str, Any]) -> Status:
     gate = record.get("gate") or {}
     status = str(gate.get("status", "none"))
     code = record.get("exit_code")
-    if not isinstance(code, int):
-        code = (STOPPED_EXIT if record.get("stopped") else ERRORS_EXIT if errors
-                else int(gate.get("exit_code") or 0) if status in ("fail", "error") else 0)
+    if not isinstance(code, int):  # the one decision's (results/decision.py)
+        from pytest_longctx.results.decision import record_exit_code
+
+        code = record_exit_code(record)
     counts = {str(k): int(v) for k, v in (gate.get("counts") or {}).items()}
     reasons = [str(e) for e in gate.get("errors") or []]
     return Status(total, errors, record.get("stopped"), status, counts, code, reasons, int(gate.get("exit_code") or 0))
