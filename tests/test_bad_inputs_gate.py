@@ -170,6 +170,10 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
     "compare-counts-off": (lambda p: ["--longctx-compare", p.write("off.json", p.baseline(
         cells=[{**p.baseline()["cells"][0], "n": 1}, *p.baseline()["cells"][1:]]))],
         "off.json: cells[0] (demo) says n=1 but its trials give 2: the counts disagree with the trials"),
+    "sequential-stop-without-sequential": (lambda p: ["--longctx-sequential-stop", "run"],
+                                           "--longctx-sequential-stop: only works with --longctx-sequential true"),
+    "compare-partial-without-compare": (lambda p: ["--longctx-compare-partial"],
+                                        "--longctx-compare-partial: only works with --longctx-compare PATH"),
     "compare-trials-5": (lambda p: ["--longctx-compare", p.write("t5.json", p.baseline(trials=5))],
                          "t5.json: 'trials' is 5, not a list"),
     "compare-no-cells": (lambda p: ["--longctx-compare", p.write("nocells.json", p.baseline(cells=None))],

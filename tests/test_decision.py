@@ -171,3 +171,26 @@ def test_every_shape_of_record_gives_a_decision_table(shape: str) -> None:
     assert any(line.startswith("  ") and "*:max-drop=0:" in line for line in lines), lines
     html = decision_html(candidate)
     assert html.startswith('<section id="decision"') and "*:max-drop=0" in html
+
+
+def test_a_summary_that_fails_costs_a_note_not_the_decision_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pytest_longctx.results.overview
+    from pytest_longctx.reporting.decision import terminal_lines
+    from pytest_longctx.reporting.decision_table import decision_html
+    from pytest_longctx.results.decide import decide
+    from pytest_longctx.results.thresholds import parse_threshold
+    from tests.test_decision_properties import DECLARED, Settings, record
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise ZeroDivisionError("float division by zero")
+
+    monkeypatch.setattr(pytest_longctx.results.overview, "overview", broken)
+    pair = _shape("a compared run at 0%")
+    candidate, notes = record(pair, 1), []
+    decide(candidate, Settings((parse_threshold("experiment=qa:max-drop=0"),)), DECLARED, record(pair, 0), notes)
+    assert notes == ["could not compute the per-experiment summary: ZeroDivisionError: float division by zero"]
+    assert "experiments" not in candidate
+    lines = [text for _, text in terminal_lines(candidate)]
+    assert lines[1] == "qa" and lines[2].startswith("  PASS  experiment=qa:max-drop=0: drop -1.000"), lines
+    html = decision_html(candidate)
+    assert '<th scope="row">qa</th>' in html and "experiment=qa:max-drop=0" in html
