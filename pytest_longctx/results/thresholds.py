@@ -174,12 +174,6 @@ def unmatched(thresholds: tuple[Threshold, ...], cells: Sequence[Mapping[str, An
     return [t for t in thresholds if not any(t.matches(c["experiment"], c["params"]) for c in cells)]
 
 
-def gate_error(reason: str, thresholds: tuple[Threshold, ...], alpha: float = DEFAULT_ALPHA) -> dict[str, Any]:
-    """The gate summary of a run whose gate could not be evaluated at all (one reason)."""
-    return {"status": "error", "counts": dict.fromkeys(VERDICTS, 0), "errors": [reason], "checks": [],
-            "thresholds": [t.text for t in thresholds], "alpha": alpha, "exit_code": GATE_ERROR_EXIT_CODE}
-
-
 def cell_verdict(cell: Mapping[str, Any]) -> str:
     """The worst verdict among a cell's own (``/each``) checks ("" when none applies)."""
     verdicts = [c["verdict"] for c in cell.get("checks", [])]
