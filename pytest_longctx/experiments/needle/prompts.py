@@ -43,7 +43,7 @@ def named(answer: str, names: Sequence[str]) -> str | None:
 
 
 def abstained(answer: str) -> bool:
-    text = " ".join(re.sub(r"[^\w\s]", "", answer.lower()).split())
+    text = " ".join(re.sub(r"[^\w\s]", "", answer.lower().replace("n't", " not")).split())
     return any(phrase in text for phrase in ABSTAINING)
 
 

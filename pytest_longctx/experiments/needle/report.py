@@ -149,8 +149,22 @@ def abstention_table(trials: Rows) -> dict[str, Any] | None:
                     "run) and 'experiment=needle,answerable=yes:max-drop=0.05'."}
 
 
+def overlap_summary_table() -> dict[str, Any]:
+    """Question-needle lexical overlap of the shipped pairs, per variant (per pair: the ``overlap`` command)."""
+    from pytest_longctx.experiments.needle.overlap import overlaps, summary
+    from pytest_longctx.experiments.needle.pairs import load_data
+
+    found = summary(overlaps(load_data().pairs))
+    return {"experiment": "needle", "title": "Needle-question lexical overlap (fixtures/needle)",
+            "columns": ["variant", "pairs", "mean shared content words", "pairs sharing none", "mean BM25",
+                        "max BM25"],
+            "rows": [[v, f"{s['pairs']:.0f}", f"{s['mean_shared']:.2f}", f"{s['share_none']:.0%}",
+                      f"{s['mean_bm25']:.2f}", f"{s['max_bm25']:.2f}"] for v, s in found.items()],
+            "note": "Per pair: python -m pytest_longctx.experiments.needle overlap."}
+
+
 def needle_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
-    return [t for t in (nolima_table(trials), paired_table(trials), distractor_table(trials),
+    return [t for t in (overlap_summary_table(), nolima_table(trials), paired_table(trials), distractor_table(trials),
                         abstention_table(trials)) if t is not None]
 
 
