@@ -135,11 +135,11 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.figures import accuracy_lines as accuracy_lines
     from pytest_longctx.reporting.figures import cell_bars as cell_bars
     from pytest_longctx.reporting.sections import Section as Section
-    from pytest_longctx.results.evidence import Evidence as Evidence
-    from pytest_longctx.results.evidence import LengthAxis as LengthAxis
-    from pytest_longctx.results.clustered import paired_difference as paired_accuracy_difference
+    from pytest_longctx.results.clustered import paired_difference as _paired_difference
     from pytest_longctx.results.clustered import pooled_accuracy as pooled_accuracy
     from pytest_longctx.results.effective import effective_length as effective_length
+    from pytest_longctx.results.evidence import Evidence as Evidence
+    from pytest_longctx.results.evidence import LengthAxis as LengthAxis
     from pytest_longctx.results.power import items_power as items_power
     from pytest_longctx.results.thresholds import (
         GATE_ERROR_EXIT_CODE as GATE_ERROR_EXIT_CODE,
@@ -153,3 +153,5 @@ if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings as Settings
     from pytest_longctx.session.trial import Trial as Trial
     from pytest_longctx.templates import Template as Template
+
+    paired_accuracy_difference = _paired_difference

@@ -78,7 +78,6 @@ def test_variants_and_the_removed_needle_share_one_context() -> None:
     assert non.target == lit.target == gone.target and non.distractor_names == gone.distractor_names
     assert non.text.replace(pair.sentence("nonliteral", non.target), pair.sentence("literal", lit.target)) == lit.text
     assert pair.sentence("nonliteral", non.target) not in gone.text and gone.needle_at is None
-    assert not mentions(gone.text, (pair.key,)) or len(pair.distractors) and pair.key in pair.distractor(0, "X")
 
 
 @pytest.mark.parametrize("depth", [0, 50, 100])

@@ -26,8 +26,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 4
     table = overlap_table(data.pairs)
-    columns = [str(c) for c in table["columns"]]  # type: ignore[union-attr]
-    rows = [columns, *table["rows"]]  # type: ignore[misc]
+    columns = [str(c) for c in table["columns"]]
+    rows = [columns, *table["rows"]]
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(columns))]
     for row in rows:
         print("  ".join(str(v).ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())

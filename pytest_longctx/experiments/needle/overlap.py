@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_longctx.experiments.needle.pairs import NAME_SLOT, VARIANTS, Pair
 
@@ -97,7 +98,7 @@ def summary(found: Sequence[Overlap]) -> dict[str, dict[str, float]]:
     return out
 
 
-def overlap_table(pairs: Sequence[Pair]) -> dict[str, object]:
+def overlap_table(pairs: Sequence[Pair]) -> dict[str, Any]:
     """The per-item overlap table (the report's and the CLI's)."""
     found = overlaps(pairs)
     means = summary(found)

@@ -113,11 +113,11 @@ def distractor_table(trials: Rows) -> dict[str, Any] | None:
             if not mine:
                 continue
             misses = [t.get("detail") or {} for t in mine if t["outcome"] == "incorrect"]
-            which = defaultdict(int)
+            which: defaultdict[int, int] = defaultdict(int)
             for d in misses:
                 if d.get("answer_kind") == "distractor":
                     which[int(d.get("answered_distractor", -1))] += 1
-            kinds = defaultdict(int)
+            kinds: defaultdict[str, int] = defaultdict(int)
             for d in misses:
                 kinds[str(d.get("answer_kind"))] += 1
             rows.append([haystack, str(count), _rate(mine), str(len(misses)), str(kinds["distractor"]),
