@@ -6,7 +6,8 @@
 
 A remote model: lengths 1K..32K within 90% of its window, depths 0/50/100, 37 trials a length cell (the three
 depths of one length ask every one of the 105 pairs about once), 55 a distractor or abstention cell. A model on the
-CPU: 500 and 1,000 tokens at depth 50, three trials a cell, so the embedded main job stays short.
+CPU: 300 and 600 tokens at depth 50, two trials a length cell and one a distractor or abstention cell (16 trials),
+so the embedded main job stays short.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pytest_longctx.experiments.needle.options import NeedleOptions
 
 REMOTE_LENGTHS = (1000, 2000, 4000, 8000, 16000, 32000)
 REMOTE_DEPTHS = (0, 50, 100)
-CPU_LENGTHS, CPU_DEPTHS, CPU_SAMPLES = (500, 1000), (50,), 3
+CPU_LENGTHS, CPU_DEPTHS, CPU_SAMPLES, CPU_STUDY_SAMPLES = (300, 600), (50,), 2, 1
 REMOTE_SAMPLES, STUDY_SAMPLES = 37, 55
 DISTRACTORS = (0, 1, 4)
 #: The distractor study's length (the longest length up to it that the run tests), and the abstention lengths.
@@ -63,7 +64,7 @@ def needle_plan(settings: Settings, options: NeedleOptions) -> NeedlePlan:
     if cpu:
         abstention = (short,)
     return NeedlePlan(lengths, tuple(depths), CPU_SAMPLES if cpu else REMOTE_SAMPLES,
-                      CPU_SAMPLES if cpu else STUDY_SAMPLES, distractor, abstention, skipped, window)
+                      CPU_STUDY_SAMPLES if cpu else STUDY_SAMPLES, distractor, abstention, skipped, window)
 
 
 def item_index(sample: int, block: int, samples: int, count: int) -> int:

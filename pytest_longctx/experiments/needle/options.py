@@ -8,7 +8,7 @@ from typing import Any
 from pytest_longctx import OptionDef, UsageError, whole_numbers
 
 LENGTHS = OptionDef("needle-lengths", None, "needle context lengths in tokens, comma-separated, e.g. 1000,4000,16000 "
-                    "(default: 1K..32K within the model's window; a CPU model: 500,1000)")
+                    "(default: 1K..32K within the model's window; a CPU model: 300,600)")
 DEPTHS = OptionDef("needle-depths", None, "needle depths in percent of the haystack, comma-separated "
                    "(default: 0,50,100; a CPU model: 50)")
 HAYSTACK = OptionDef("needle-haystack", "auto", "haystack text: fr (the Federal Register issue, which must be "
