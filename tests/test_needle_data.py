@@ -151,3 +151,12 @@ def test_installed_plugins_hand_the_server_their_graders() -> None:
 def test_a_bad_grader_name_is_one_line() -> None:
     with pytest.raises(ValueError, match=r"grader 'no_such\.module:f' cannot be loaded"):
         Graded("accuracy=0.5,grader=no_such.module:f", graders=[])
+
+
+def test_leaving_out_sentences_by_word_sets_matches_the_whole_word_search() -> None:
+    from pytest_longctx.experiments.needle.haystack import Source
+
+    source = Source.of("t", ["We met in New York.", "Newark is not it.", "Yuki came.", "The yukis were odd.",
+                             "A quiet day by the river."])
+    for avoid in (("New York", "Yuki"), ("river",), ("St. Louis", "york")):
+        assert source.without(avoid) == [s for s in source.sentences if not mentions(s, avoid)]

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_longctx import CorpusFile, CorpusNotFound, Settings, find_corpus
-from pytest_longctx.experiments.needle.pairs import FIXTURES, Pair, mentions
+from pytest_longctx.experiments.needle.pairs import FIXTURES, Pair, words_pattern
 
 FR = CorpusFile(corpus="federal_register_2024-02-12", file="FR-2024-02-12.xml", title="Federal Register 2024-02-12")
 FILLER = FIXTURES / "filler.md"
@@ -28,12 +28,30 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z])")
 WORDS_PER_TOKEN = 0.75
 
 
+_WORDS = re.compile(r"\w+")
+
+
 @dataclass(frozen=True)
 class Source:
-    """The sentences haystacks are cut from, in reading order, and what they are."""
+    """The sentences haystacks are cut from, in reading order, and what they are (with each one's lower-case
+    words, so leaving out the sentences that name a word is a set lookup)."""
 
     name: str
     sentences: tuple[str, ...]
+    words: tuple[frozenset[str], ...] = ()
+
+    @classmethod
+    def of(cls, name: str, sentences: Sequence[str]) -> Source:
+        return cls(name, tuple(sentences), tuple(frozenset(_WORDS.findall(s.lower())) for s in sentences))
+
+    def without(self, avoid: Sequence[str]) -> list[str]:
+        """The sentences naming none of ``avoid`` (whole words, case-insensitive)."""
+        single = {w.lower() for w in avoid if _WORDS.fullmatch(w)}
+        phrases = [w for w in avoid if not _WORDS.fullmatch(w)]
+        pattern = words_pattern(tuple(phrases)) if phrases else None
+        words = self.words or tuple(frozenset(_WORDS.findall(s.lower())) for s in self.sentences)
+        return [s for s, w in zip(self.sentences, words, strict=True)
+                if not (single & w) and not (pattern and pattern.search(s))]
 
 
 def sentences_of(text: str, shortest: int = 6, longest: int = 60) -> list[str]:
@@ -50,12 +68,12 @@ def sentences_of(text: str, shortest: int = 6, longest: int = 60) -> list[str]:
 def federal_register(path: Path) -> Source:
     """The issue's prose sentences (its XML's text, in document order)."""
     root = ET.fromstring(path.read_bytes())  # noqa: S314 - govinfo's public XML; no external entities expanded
-    return Source("federal-register", tuple(sentences_of(" ".join(root.itertext()))))
+    return Source.of("federal-register", sentences_of(" ".join(root.itertext())))
 
 
 def filler() -> Source:
     """The shipped filler prose (fixtures/needle/filler.md)."""
-    return Source("filler", tuple(sentences_of(FILLER.read_text(encoding="utf-8"), shortest=3)))
+    return Source.of("filler", sentences_of(FILLER.read_text(encoding="utf-8"), shortest=3))
 
 
 def load_source(kind: str, settings: Settings) -> Source:
@@ -110,7 +128,7 @@ class Design:
 
 def _cut(source: Source, words: int, avoid: tuple[str, ...], rng: random.Random) -> list[str]:
     """Contiguous sentences from a drawn start (wrapping), without any that mention ``avoid``, to ``words`` words."""
-    usable = [s for s in source.sentences if not mentions(s, avoid)]
+    usable = source.without(avoid)
     start = rng.randrange(len(usable))
     out: list[str] = []
     total = 0

@@ -106,6 +106,11 @@ def load_data(folder: Path = FIXTURES) -> NeedleData:
     return NeedleData(tuple(pairs), names)
 
 
+def words_pattern(words: tuple[str, ...]) -> re.Pattern[str]:
+    """A pattern finding any of ``words`` as a whole word (case-insensitive)."""
+    return re.compile(r"(?<!\w)(?:" + "|".join(re.escape(w) for w in words) + r")(?!\w)", re.I)
+
+
 def mentions(text: str, words: tuple[str, ...]) -> bool:
     """Whether ``text`` holds any of ``words`` as a whole word (case-insensitive)."""
-    return any(re.search(rf"(?<!\w){re.escape(w)}(?!\w)", text, re.I) for w in words)
+    return bool(words_pattern(words).search(text))
