@@ -4,8 +4,8 @@
 * ``distractors`` (Context Rot): 0, 1 or 4 distractors x coherent or shuffled haystack, non-literal, at one length.
 * ``abstention``: the needle present or removed from the same context, non-literal, at two lengths.
 
-A remote model: lengths 1K..32K within 90% of its window, depths 0/50/100, 37 trials a length cell (the three
-depths of one length ask every one of the 105 pairs about once), 55 a distractor or abstention cell. A model on the
+A remote model: lengths 1K..32K within 90% of its window, depths 0/50/100, 42 trials a length cell (the three
+depths of one length ask every one of the 125 pairs about once), 55 a distractor or abstention cell. A model on the
 CPU: 300 and 600 tokens at depth 50, two trials a length cell and one a distractor or abstention cell (16 trials),
 so the embedded main job stays short.
 """
@@ -20,7 +20,7 @@ from pytest_longctx.experiments.needle.options import NeedleOptions
 REMOTE_LENGTHS = (1000, 2000, 4000, 8000, 16000, 32000)
 REMOTE_DEPTHS = (0, 50, 100)
 CPU_LENGTHS, CPU_DEPTHS, CPU_SAMPLES, CPU_STUDY_SAMPLES = (300, 600), (50,), 2, 1
-REMOTE_SAMPLES, STUDY_SAMPLES = 37, 55
+REMOTE_SAMPLES, STUDY_SAMPLES = 42, 55
 DISTRACTORS = (0, 1, 4)
 #: The distractor study's length (the longest length up to it that the run tests), and the abstention lengths.
 DISTRACTOR_LENGTH = 8000

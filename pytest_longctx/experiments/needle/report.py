@@ -175,12 +175,32 @@ def needle_figures(cells: Rows) -> list[Figure | None]:
             cell_bars(_study(cells, "abstention"), "Abstention: answerable=no counts an abstention as correct")]
 
 
+def pairs_line(record: Mapping[str, Any]) -> list[str]:
+    """How many pairs a 5-point drop of either shape needs at the planned trials per pair (a plan only; what the
+    planned design itself detects is the plan's own power line)."""
+    from pytest_longctx import items_power
+
+    power = (record.get("plan") or {}).get("power") or {}
+    planned = (power.get("experiments") or {}).get("needle")
+    if not planned or int(planned.get("clusters") or 0) < 2:
+        return []
+    items, trials = int(planned["clusters"]), int(planned["trials"])
+    found = items_power(items, max(round(trials / items), 1), float(power["alpha"]), planned.get("assumptions"))
+    need = found["items_needed"]
+    if need is None:
+        return [f"needle pairs: no number of pairs detects a 5-point drop of either shape at {found['per_item']} "
+                "trials a pair"]
+    enough = ": these are enough" if need <= items else f": write {need - items} more (fixtures/needle/SOURCE.md)"
+    return [f"needle pairs: a 5-point drop of either shape needs about {need} pairs asked about {found['per_item']} "
+            f"times each at one-sided alpha {found['alpha']:.4g}; fixtures/needle has {items}{enough}"]
+
+
 def summary_lines(record: Mapping[str, Any]) -> list[str]:
-    """One line: the hallucination rate beside answerable accuracy, pooled over the abstention study."""
+    """The pairs' power (a plan); the hallucination rate beside answerable accuracy (the abstention study)."""
     trials = _scored(_study([t for t in record.get("trials") or [] if t.get("experiment") == "needle"],
                             "abstention"))
     if not trials:
-        return []
+        return pairs_line(record)
     yes = [t for t in trials if t["params"].get("answerable") == "yes"]
     no = [t for t in trials if t["params"].get("answerable") == "no"]
     return [f"needle abstention: hallucination rate {_rate(no, right='incorrect')}; answerable accuracy {_rate(yes)}"]
