@@ -190,9 +190,9 @@ def pairs_line(record: Mapping[str, Any]) -> list[str]:
     if need is None:
         return [f"needle pairs: no number of pairs detects a 5-point drop of either shape at {found['per_item']} "
                 "trials a pair"]
-    enough = ": these are enough" if need <= items else f": write {need - items} more (fixtures/needle/SOURCE.md)"
-    return [f"needle pairs: a 5-point drop of either shape needs about {need} pairs asked about {found['per_item']} "
-            f"times each at one-sided alpha {found['alpha']:.4g}; fixtures/needle has {items}{enough}"]
+    more = "" if need <= items else f": write {need - items} more (fixtures/needle/SOURCE.md)"
+    return [f"needle pairs: a 5-point drop of either shape needs about {need} pairs asked equally often (about "
+            f"{found['per_item']} times each) at one-sided alpha {found['alpha']:.4g}; fixtures/needle has {items}{more}"]
 
 
 def summary_lines(record: Mapping[str, Any]) -> list[str]:
