@@ -192,7 +192,8 @@ def pairs_line(record: Mapping[str, Any]) -> list[str]:
                 "trials a pair"]
     more = "" if need <= items else f": write {need - items} more (fixtures/needle/SOURCE.md)"
     return [f"needle pairs: a 5-point drop of either shape needs about {need} pairs asked equally often (about "
-            f"{found['per_item']} times each) at one-sided alpha {found['alpha']:.4g}; fixtures/needle has {items}{more}"]
+            f"{found['per_item']} times each) at one-sided alpha {found['alpha']:.4g}; fixtures/needle has "
+            f"{items}{more}"]
 
 
 def summary_lines(record: Mapping[str, Any]) -> list[str]:
