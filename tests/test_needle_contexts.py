@@ -34,3 +34,15 @@ def test_variants_and_absence_change_the_needle_sentence_only(index: int, depth:
     assert len(set(non.distractor_names)) == distractors and non.target not in non.distractor_names
     assert sum(mentions(non.text, (n,)) for n in non.distractor_names) == distractors
     assert abs(non.depth - depth) <= 100 * LONGEST / max(non.words, 1) + 0.1  # within one sentence of the ask
+
+
+def test_a_rendered_needle_prompt_for_a_fixed_seed(snapshot) -> None:  # type: ignore[no-untyped-def]
+    """A change of the template, the filler, the pairs or the draws shows up as a reviewed snapshot diff
+    (update with --snapshot-update)."""
+    from pytest_longctx.experiments.needle.prompts import needle_request
+
+    pair = DATA.pairs[0]
+    context = build(Design(pair, "nonliteral", 50, 1), SOURCE, DATA.names, 120, random.Random(0))
+    request = needle_request(context.text, pair.question)
+    assert request.template == "needle-question@1"
+    assert request.messages[0].content == snapshot
