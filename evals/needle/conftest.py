@@ -9,14 +9,10 @@ import warnings
 import pytest
 
 from pytest_longctx import Settings, samples_for, set_cell_samples, settings
-from pytest_longctx.experiments.needle.conditions import DISTRACTORS, NeedlePlan
+from pytest_longctx.experiments.needle.conditions import DISTRACTORS, NeedlePlan, NeedleSizeWarning
 from pytest_longctx.experiments.needle.haystack import HAYSTACKS, Source, load_source
 from pytest_longctx.experiments.needle.pairs import VARIANTS, NeedleData, Pair, load_data
 from pytest_longctx.experiments.needle.plugin import needle_options, plan_of
-
-
-class NeedleSizeWarning(UserWarning):
-    """Lengths left out because they would not fit the model's window."""
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -28,6 +28,11 @@ ABSTENTION_LENGTHS = (2000, 16000)
 FILL = 0.9
 
 
+class NeedleSizeWarning(UserWarning):
+    """Lengths left out because they would not fit the model's window (in the package, not a conftest: xdist's
+    controller rebuilds a worker's warning from its class's module and name)."""
+
+
 @dataclass(frozen=True)
 class NeedlePlan:
     """What the needle experiment runs."""
