@@ -35,7 +35,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     else:
         metafunc.parametrize("answerable", ["yes", "no"])
         metafunc.parametrize("tokens", plan.abstention_lengths)
-    if study != "length" and not given:
+    if settings(config).samples_all:  # --longctx-samples all: every pair in every cell
+        set_cell_samples(metafunc, len(load_data().pairs))
+    elif study != "length" and not given:
         set_cell_samples(metafunc, plan.study_samples)
     metafunc.parametrize("study", [study])
 
@@ -65,7 +67,10 @@ def needle_order(longctx_settings: Settings, needle_data: NeedleData) -> list[Pa
 
 
 @pytest.fixture
-def needle_samples(pytestconfig: pytest.Config, needle_plan: NeedlePlan, study: str) -> int:
+def needle_samples(pytestconfig: pytest.Config, needle_plan: NeedlePlan, needle_data: NeedleData, study: str) -> int:
+    """Trials a cell of this study asks (a length cell's depth takes the next this many pairs of the order)."""
+    if settings(pytestconfig).samples_all:
+        return len(needle_data.pairs)
     if study == "length" or settings(pytestconfig).samples_given:
         return samples_for(pytestconfig, "needle")
     return needle_plan.study_samples
