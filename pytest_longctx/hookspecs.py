@@ -107,7 +107,8 @@ def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -
 
 def pytest_longctx_graders() -> list[str]:
     """Graders the local test server (``pytest_longctx.server``, ``graded:`` responder) loads by name, so it grades
-    your experiment's prompts without knowing them: ``"module:factory"``, where ``factory()`` returns a function
+    your experiment's prompts without knowing them: ``"module:factory"``, where ``factory()`` (or
+    ``factory(settings)``: the ``graded:`` spec's NAME=VALUE settings, e.g. an answer key's path) returns a function
     ``grade(prompt) -> dict | None``. ``grade`` returns None for a prompt not of yours, else
     ``{"experiment", "item", "right", "wrong"}`` (the reply a right and a wrong model give; ``"graded": False``
     for a prompt always answered right, e.g. a judge's); it raises ValueError for a prompt of yours it cannot read.

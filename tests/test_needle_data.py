@@ -160,3 +160,17 @@ def test_leaving_out_sentences_by_word_sets_matches_the_whole_word_search() -> N
                              "A quiet day by the river."])
     for avoid in (("New York", "Yuki"), ("river",), ("St. Louis", "york")):
         assert source.without(avoid) == [s for s in source.sentences if not mentions(s, avoid)]
+
+
+def test_a_grader_factory_that_takes_an_argument_reads_the_spec_settings(tmp_path, monkeypatch) -> None:
+    (tmp_path / "mygrader.py").write_text(
+        "def make(settings):\n"
+        "    def grade(prompt):\n"
+        "        if not prompt.startswith('MINE'):\n"
+        "            return None\n"
+        "        return {'experiment': 'mine', 'item': 'x', 'right': settings['seed'], 'wrong': 'no'}\n"
+        "    return grade\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    graded = Graded("accuracy=1,seed=42,grader=mygrader:make", graders=[])
+    body = {"model": "m", "messages": [{"role": "user", "content": "MINE: what?"}]}
+    assert graded.verdict(body).experiment == "mine" and graded(body) == "42"

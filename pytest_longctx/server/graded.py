@@ -87,6 +87,8 @@ class GradedSpec:
     rho: float = 1.0
     keys: Mapping[str, str] = field(default_factory=dict)
     graders: tuple[str, ...] = ()
+    #: every NAME=VALUE setting given (not the accuracies): what an experiment's grader factory may read
+    settings: Mapping[str, str] = field(default_factory=dict)
 
 
 def _probability(name: str, text: str) -> float:
@@ -153,7 +155,8 @@ def parse_spec(text: str) -> GradedSpec:
             raise ValueError(f"graded: {name}={scalar[name]}: expected a whole number") from None
     return GradedSpec(accuracy=accuracy, models=models, flip=_probability("flip", scalar.get("flip", "0")),
                       seed=ints["seed"], flip_seed=ints["flip-seed"], rho=_probability("rho", scalar.get("rho", "1")),
-                      keys={_KEYS[k]: v for k, v in scalar.items() if k in _KEYS}, graders=tuple(graders))
+                      keys={_KEYS[k]: v for k, v in scalar.items() if k in _KEYS}, graders=tuple(graders),
+                      settings=dict(sorted(scalar.items())))
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ class Graded:
         for kind, path in sorted(self.spec.keys.items()):
             load_key(kind, Path(path), self.keys)
         self.graders: list[tuple[str, Grade]] = load([*(discover() if graders is None else graders),
-                                                       *self.spec.graders])
+                                                       *self.spec.graders], self.spec.settings)
 
     def task(self, prompt: str) -> Task:
         """What the prompt asks: an experiment's own grader's reading first, else the built-in readings."""

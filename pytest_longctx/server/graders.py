@@ -3,12 +3,14 @@
 An experiment declares ``"module:factory"`` names in its plugin's ``pytest_longctx_graders`` hook (see
 ``hookspecs.py``). The server runs apart from pytest, so :func:`discover` asks the installed plugins (the
 ``pytest11`` entry points) for them itself; the ``graded:`` spec may name more (``grader=module:factory``).
-``factory()`` returns ``grade(prompt) -> dict | None`` (None: not this experiment's prompt).
+``factory()`` returns ``grade(prompt) -> dict | None`` (None: not this experiment's prompt); a factory that takes
+one argument gets the spec's settings (``{"qa-key": "FILE", "seed": "1", ...}``), e.g. to read an answer key.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib.metadata import entry_points
 from typing import Any
@@ -31,8 +33,9 @@ def discover() -> list[str]:
     return names
 
 
-def load(names: Iterable[str]) -> list[tuple[str, Grade]]:
-    """``(name, grade)`` of each ``module:factory``; a bad name is a one-line ValueError."""
+def load(names: Iterable[str], settings: Mapping[str, str] | None = None) -> list[tuple[str, Grade]]:
+    """``(name, grade)`` of each ``module:factory`` (given ``settings`` when it takes an argument); a bad name is a
+    one-line ValueError."""
     out = []
     for name in dict.fromkeys(names):
         module, colon, attr = name.partition(":")
@@ -42,7 +45,8 @@ def load(names: Iterable[str]) -> list[tuple[str, Grade]]:
             raise ValueError(f"graded: grader {name!r} cannot be loaded ({exc})") from None
         if not callable(factory):
             raise ValueError(f"graded: grader {name!r}: expected module:factory naming a function")
-        out.append((name, factory()))
+        takes = len(inspect.signature(factory).parameters) if callable(factory) else 0
+        out.append((name, factory(dict(settings or {})) if takes else factory()))
     return out
 
 
