@@ -6,7 +6,7 @@
 
 A remote model: lengths 1K..32K within 90% of its window, depths 0/50/100, 42 trials a length cell (the three
 depths of one length ask every one of the 125 pairs about once), 55 a distractor or abstention cell. A model on the
-CPU: 300 and 600 tokens at depth 50, two trials a length cell and one a distractor or abstention cell (16 trials),
+CPU: 300 and 600 tokens at depth 50, two trials a length cell and one a distractor or abstention cell at 300 (16 trials),
 so the embedded main job stays short.
 """
 
@@ -66,8 +66,8 @@ def needle_plan(settings: Settings, options: NeedleOptions) -> NeedlePlan:
     short = lengths[0] if lengths else 0
     distractor = max([n for n in lengths if n <= DISTRACTOR_LENGTH] or [short])
     abstention = tuple(sorted({max([n for n in lengths if n <= a] or [short]) for a in ABSTENTION_LENGTHS}))
-    if cpu:
-        abstention = (short,)
+    if cpu:  # the distractor and abstention studies at the shorter length
+        distractor, abstention = short, (short,)
     return NeedlePlan(lengths, tuple(depths), CPU_SAMPLES if cpu else REMOTE_SAMPLES,
                       CPU_STUDY_SAMPLES if cpu else STUDY_SAMPLES, distractor, abstention, skipped, window)
 
