@@ -6,8 +6,8 @@
 
 A remote model: lengths 1K..32K within 90% of its window, depths 0/50/100, 42 trials a length cell (the three
 depths of one length ask every one of the 125 pairs about once), 55 a distractor or abstention cell. A model on the
-CPU: 300 and 600 tokens at depth 50, two trials a length cell and one a distractor or abstention cell at 300 (16 trials),
-so the embedded main job stays short.
+CPU: 300 and 600 tokens at depth 50, two trials a length cell and one a distractor or abstention cell at 300
+(16 trials), so the embedded main job stays short.
 """
 
 from __future__ import annotations
