@@ -52,8 +52,15 @@ def load(names: Iterable[str], settings: Mapping[str, str] | None = None) -> lis
 
 def ask(graders: Sequence[tuple[str, Grade]], prompt: str) -> Mapping[str, Any] | None:
     """The first grader's reading of ``prompt`` that claims it (None: no experiment's grader does)."""
+    from .graded_prompts import UnrecognisedPrompt
+
     for name, grade in graders:
-        found = grade(prompt)
+        try:
+            found = grade(prompt)
+        except UnrecognisedPrompt:
+            raise
+        except ValueError as exc:  # a prompt of its own the grader cannot read
+            raise UnrecognisedPrompt(str(exc)) from None
         if found is not None:
             missing = [k for k in ("experiment", "item", "right", "wrong") if not isinstance(found.get(k), str)]
             if missing:
