@@ -19,6 +19,8 @@ load on first use, so importing the package (as pytest does for the plugin) stay
   evidence and the context-length axis, ``pytest_longctx_evidence``).
 * For an experiment whose items are limited (a folder of reviewed items): :func:`items_power` (what N items
   detect, and how many a drop needs).
+* For an experiment's own tables: :func:`pooled_accuracy` (a clustered interval), :func:`paired_accuracy_difference`
+  (two conditions paired on items) and :func:`effective_length` (RULER's and NoLiMa's relative effective length).
 """
 
 from __future__ import annotations
@@ -74,6 +76,9 @@ _EXPORTS = {
     "LengthAxis": "pytest_longctx.results.evidence:LengthAxis",
     "wilson": "pytest_longctx.results.stats:wilson",
     "items_power": "pytest_longctx.results.power:items_power",
+    "effective_length": "pytest_longctx.results.effective:effective_length",
+    "pooled_accuracy": "pytest_longctx.results.clustered:pooled_accuracy",
+    "paired_accuracy_difference": "pytest_longctx.results.clustered:paired_difference",
     "mcnemar_exact": "pytest_longctx.results.stats:mcnemar_exact",
     "GATE_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_EXIT_CODE",
     "GATE_ERROR_EXIT_CODE": "pytest_longctx.results.thresholds:GATE_ERROR_EXIT_CODE",
@@ -130,6 +135,9 @@ if TYPE_CHECKING:
     from pytest_longctx.reporting.figures import accuracy_lines as accuracy_lines
     from pytest_longctx.reporting.figures import cell_bars as cell_bars
     from pytest_longctx.reporting.sections import Section as Section
+    from pytest_longctx.results.clustered import paired_difference as _paired_difference
+    from pytest_longctx.results.clustered import pooled_accuracy as pooled_accuracy
+    from pytest_longctx.results.effective import effective_length as effective_length
     from pytest_longctx.results.evidence import Evidence as Evidence
     from pytest_longctx.results.evidence import LengthAxis as LengthAxis
     from pytest_longctx.results.power import items_power as items_power
@@ -145,3 +153,5 @@ if TYPE_CHECKING:
     from pytest_longctx.session.options import Settings as Settings
     from pytest_longctx.session.trial import Trial as Trial
     from pytest_longctx.templates import Template as Template
+
+    paired_accuracy_difference = _paired_difference

@@ -105,6 +105,20 @@ def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -
     return None
 
 
+def pytest_longctx_graders() -> list[str]:
+    """Graders the local test server (``pytest_longctx.server``, ``graded:`` responder) loads by name, so it grades
+    your experiment's prompts without knowing them: ``"module:factory"``, where ``factory()`` (or
+    ``factory(settings)``: the ``graded:`` spec's NAME=VALUE settings, e.g. an answer key's path) returns a function
+    ``grade(prompt) -> dict | None``. ``grade`` returns None for a prompt not of yours, else
+    ``{"experiment", "item", "right", "wrong"}`` (the reply a right and a wrong model give; ``"graded": False``
+    for a prompt always answered right, e.g. a judge's); it raises ValueError for a prompt of yours it cannot read.
+
+    The server runs in another process than pytest's, so it calls this hook of the installed plugins (``pytest11``
+    entry points) itself; a ``conftest.py`` grader is named in the spec instead (``graded:...,grader=mod:factory``).
+    """
+    return []
+
+
 def register(pluginmanager: pytest.PytestPluginManager) -> None:
     """Add these specifications once, from ``pytest_addhooks`` of the core plugin and of every experiment plugin.
 

@@ -27,7 +27,8 @@ from tests.doc_commands import ROOT, Command, commands
 README = [c for c in commands(ROOT / "README.md") if c.program not in ("setup.sh", "export")]
 #: Smaller cells of the same experiments (a 200K window would build 95K-token contexts and 10,000-line files).
 SMALLER = (("--longctx-samples", "1"), ("--longctx-context-sizes", "2000"), ("--longctx-lrt-lines", "200"),
-           ("--longctx-litm-documents", "10"), ("--longctx-litm-keys", "75"), ("--longctx-docs-context", "2000"))
+           ("--longctx-litm-documents", "10"), ("--longctx-litm-keys", "75"), ("--longctx-docs-context", "2000"),
+           ("--longctx-needle-lengths", "1000"))
 #: The shape of issue 26's INTERNALERROR (a warning class defined in a conftest crossed xdist), on fewer samples.
 SOURCE_PLAN = Command("issue 26", "pytest evals -k 'qa and not litm' --longctx-protocol source --longctx-plan true",
                       ("pytest", "evals", "-k", "qa and not litm", "--longctx-protocol", "source", "--longctx-samples",

@@ -1,6 +1,7 @@
 """A model of known accuracy for the local server: ``--responder graded:<spec>``.
 
-It answers the suite's own experiments (lrt, qa, docs, litm; see :mod:`.graded_prompts`), finds the right answer
+It answers every experiment whose plugin names a grader (hook ``pytest_longctx_graders``; the suite's lrt, qa, docs,
+litm and needle do, see :mod:`.graded_prompts`), finds the right answer
 itself, and answers right or wrong by a deterministic rule, so a test knows what a run must report:
 
 1. The request's *item* (qa, docs: the question's id in the answer key; litm: the question or the asked key; lrt:
@@ -24,9 +25,10 @@ Spec of --responder graded:SPEC, comma-separated NAME=VALUE settings:
     seed=N              difficulty seed: which items are hard (default 0)
     flip-seed=N         seed of the flips: one per run of a model (default 0)
     rho=R               share of prompts decided by their item's difficulty, in [0, 1] (default 1)
-    qa-key=FILE         qa question file, e.g. fixtures/questions/FR-2024-02-12.jsonl
-    docs-key=FILE|DIR   docs QA file, or the folder holding longctx-qa.jsonl, e.g. fixtures/docs
-    litm-key=FILE       Lost in the Middle's qa_data/nq-open-oracle.jsonl.gz
+    NAME-key=FILE       an answer key an experiment's grader reads, e.g. qa-key=fixtures/questions/FR-2024-02-12.jsonl,
+                        docs-key=fixtures/docs (the QA file or its folder), litm-key=nq-open-oracle.jsonl.gz
+    grader=MOD:FACTORY  an experiment's own grader (repeatable); the installed plugins' graders
+                        (hook pytest_longctx_graders) are always loaded
 
 ACC is a number in [0, 1], or points ACC@TOKENS (the points separated by commas too): linear in the
 prompt's token count (the server's count of every text of the request) between the points, flat beyond the
@@ -38,17 +40,21 @@ from __future__ import annotations
 import bisect
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from .graded_prompts import AnswerKeys, draw, load_key, recognise
+from .graded_prompts import Task, draw, unrecognised
+from .graders import Grade, ask, discover, load
 from .responders import TokenCounter, approx_token_count, content_texts, count_input_tokens, prefill_text
 
 #: The spec's grammar, for ``--help``: the docstring from "Spec" on.
 SPEC_HELP = (__doc__ or "")[(__doc__ or "").index("Spec of"):].strip()
 #: Settings that are not a model name.
-_SETTINGS = ("accuracy", "flip", "seed", "flip-seed", "rho", "qa-key", "docs-key", "litm-key")
-_KEYS = {"qa-key": "qa", "docs-key": "docs", "litm-key": "litm"}
+_SETTINGS = ("accuracy", "flip", "seed", "flip-seed", "rho", "grader")
+
+
+def _is_setting(name: str) -> bool:
+    """A setting (an answer key ``NAME-key`` included), not a model's accuracy."""
+    return name in _SETTINGS or name.endswith("-key")
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,9 @@ class GradedSpec:
     seed: int = 0
     flip_seed: int = 0
     rho: float = 1.0
-    keys: Mapping[str, str] = field(default_factory=dict)
+    graders: tuple[str, ...] = ()
+    #: every NAME=VALUE setting given (not the accuracies): what an experiment's grader factory may read
+    settings: Mapping[str, str] = field(default_factory=dict)
 
 
 def _probability(name: str, text: str) -> float:
@@ -113,28 +121,31 @@ def _accuracy(name: str, values: list[str]) -> Accuracy:
 def parse_spec(text: str) -> GradedSpec:
     """Parse ``NAME=VALUE,...`` (without the ``graded:`` prefix); bad input is a one-line ValueError."""
     settings: list[tuple[str, list[str]]] = []
+    graders: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         name, eq, value = part.partition("=")
         if not part:
             continue
-        if eq and name.strip():
+        if eq and name.strip() == "grader":
+            graders.append(value.strip())
+        elif eq and name.strip():
             settings.append((name.strip(), [value.strip()]))
         elif part and settings and "@" in part:  # a further point of the accuracy before it
             settings[-1][1].append(part)
         else:
             raise ValueError(f"graded: {part!r} in {text!r}: expected NAME=VALUE (accuracy=, MODEL=, flip=, seed=, "
-                             "flip-seed=, rho=, qa-key=, docs-key=, litm-key=)")
+                             "flip-seed=, rho=, NAME-key=, grader=)")
     seen = [name for name, _ in settings]
     twice = sorted({n for n in seen if seen.count(n) > 1})
     if twice:
         raise ValueError(f"graded: {twice[0]} is set twice in {text!r}")
     found = dict(settings)
-    scalar = {name: values[0] for name, values in settings if name in _SETTINGS and name != "accuracy"}
+    scalar = {name: values[0] for name, values in settings if _is_setting(name) and name != "accuracy"}
     for name, values in settings:
-        if len(values) > 1 and name in _SETTINGS and name != "accuracy":
+        if len(values) > 1 and _is_setting(name) and name != "accuracy":
             raise ValueError(f"graded: {name}={','.join(values)}: one value only (points ACC@TOKENS are for "
                              "accuracies)")
-    models = {name: _accuracy(name, values) for name, values in settings if name not in _SETTINGS}
+    models = {name: _accuracy(name, values) for name, values in settings if not _is_setting(name)}
     accuracy = _accuracy("accuracy", found["accuracy"]) if "accuracy" in found else None
     if accuracy is None and not models:
         raise ValueError(f"graded: {text!r} gives no accuracy; add accuracy=ACC or MODEL=ACC")
@@ -146,7 +157,8 @@ def parse_spec(text: str) -> GradedSpec:
             raise ValueError(f"graded: {name}={scalar[name]}: expected a whole number") from None
     return GradedSpec(accuracy=accuracy, models=models, flip=_probability("flip", scalar.get("flip", "0")),
                       seed=ints["seed"], flip_seed=ints["flip-seed"], rho=_probability("rho", scalar.get("rho", "1")),
-                      keys={_KEYS[k]: v for k, v in scalar.items() if k in _KEYS})
+                      graders=tuple(graders),
+                      settings=dict(sorted(scalar.items())))
 
 
 @dataclass(frozen=True)
@@ -173,12 +185,22 @@ def prompt_text(body: Mapping[str, Any]) -> str:
 class Graded:
     """The responder: ``Graded(spec)(body) -> reply``; :meth:`verdict` says what it decided and why."""
 
-    def __init__(self, spec: GradedSpec | str, counter: TokenCounter = approx_token_count) -> None:
+    def __init__(self, spec: GradedSpec | str, counter: TokenCounter = approx_token_count,
+                 graders: list[str] | None = None) -> None:
+        """``graders``: ``module:factory`` names of experiments' graders (None: the installed plugins', see
+        :mod:`.graders`), besides the spec's ``grader=`` ones."""
         self.spec = parse_spec(spec) if isinstance(spec, str) else spec
         self.counter = counter
-        self.keys = AnswerKeys()
-        for kind, path in sorted(self.spec.keys.items()):
-            load_key(kind, Path(path), self.keys)
+        self.graders: list[tuple[str, Grade]] = load([*(discover() if graders is None else graders),
+                                                       *self.spec.graders], self.spec.settings)
+
+    def task(self, prompt: str) -> Task:
+        """What the prompt asks: an experiment's own grader's reading first, else the built-in readings."""
+        found = ask(self.graders, prompt)
+        if found is None:
+            raise unrecognised(prompt)
+        return Task(found["experiment"], found["item"], found["right"], found["wrong"],
+                    graded=bool(found.get("graded", True)))
 
     def accuracy(self, body: Mapping[str, Any]) -> float:
         """The accuracy of this request's model at this request's length."""
@@ -191,7 +213,7 @@ class Graded:
     def verdict(self, body: Mapping[str, Any]) -> Verdict:
         """Right or wrong for one request, by the rule of the module docstring."""
         prompt = prompt_text(body)
-        task = recognise(prompt, self.keys)
+        task = self.task(prompt)
         if not task.graded:
             return Verdict(task.experiment, task.item, True, task.right)
         spec, accuracy = self.spec, self.accuracy(body)

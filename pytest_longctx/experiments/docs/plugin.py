@@ -122,3 +122,8 @@ def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:
     from pytest_longctx.experiments.docs.summary import docs_summary, folder_lines
 
     return docs_summary(record.get("trials") or []) + folder_lines(record)
+
+
+def pytest_longctx_graders() -> list[str]:
+    """The local test server's grader of this experiment's prompts."""
+    return ["pytest_longctx.experiments.docs.grader:make_grader"]

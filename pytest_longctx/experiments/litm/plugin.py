@@ -219,3 +219,8 @@ def litm_kv_rows(pytestconfig: pytest.Config) -> dict[int, list[KvRow]]:
 
     counts = sorted({n for n, _ in kv_cells(litm_options(pytestconfig), run_settings(pytestconfig).context_window)})
     return {n: load_kv(data_path(pytestconfig, f"kv-{n}")) for n in counts}
+
+
+def pytest_longctx_graders() -> list[str]:
+    """The local test server's grader of this experiment's prompts."""
+    return ["pytest_longctx.experiments.litm.grader:make_grader"]

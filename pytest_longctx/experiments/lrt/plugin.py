@@ -101,3 +101,8 @@ def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
 
     return [Section(EXPERIMENT, "Line retrieval (lrt)", (EXPERIMENT,), lrt_figures(_mine(cells), _mine(trials)),
                     order=30)]
+
+
+def pytest_longctx_graders() -> list[str]:
+    """The local test server's grader of this experiment's prompts."""
+    return ["pytest_longctx.experiments.lrt.grader:make_grader"]

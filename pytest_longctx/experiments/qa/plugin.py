@@ -135,3 +135,8 @@ def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -
     if stored is not None:
         record["settings"]["qa_baseline_file"] = str(stored)
     return None
+
+
+def pytest_longctx_graders() -> list[str]:
+    """The local test server's grader of this experiment's prompts."""
+    return ["pytest_longctx.experiments.qa.grader:make_grader"]

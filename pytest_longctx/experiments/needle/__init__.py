@@ -1,0 +1,1 @@
+"""Non-literal needles (after NoLiMa), distractors and coherence (after Context Rot), and abstention: our own data."""
