@@ -105,6 +105,18 @@ def pytest_longctx_run_finished(config: pytest.Config, record: dict[str, Any]) -
     return None
 
 
+@pytest.hookspec(firstresult=True)
+def pytest_longctx_retriever(config: pytest.Config, name: str) -> Any | None:
+    """Your retriever for a retrieval arm that asks for ``name`` (docs: ``--longctx-docs-retriever NAME``).
+
+    Return a callable ``(question, passages, k) -> ids``: ``passages`` are the context's chunks as plain dicts
+    ``{"id", "doc", "text"}``, and the ids of the ``k`` best come back, best first (e.g. a query to your Chroma or
+    LanceDB collection restricted to those ids). Return None for names that are not yours; the first answer wins.
+    Called once per process, at configuration and when the arm's fixture is built.
+    """
+    return None
+
+
 def register(pluginmanager: pytest.PytestPluginManager) -> None:
     """Add these specifications once, from ``pytest_addhooks`` of the core plugin and of every experiment plugin.
 
