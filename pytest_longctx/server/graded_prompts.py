@@ -8,7 +8,10 @@ regular expressions, and the answers come from answer keys read from files (:cla
 * ``qa``: the last ``<question>``/``<options>`` (longctx) or ``<Question>``/``<Answers>`` (the study's source
   prompts) of the prompt, so worked examples before it never count; right: the letter whose option is the key's
   answer; wrong: another letter. Item: the question's id in the key.
-* ``docs``: the answer prompts (longctx, source); right: the key's answer; wrong: another item's answer.
+* ``docs``: the answer prompts (longctx, source), asked by the question or its paraphrase; right: the key's answer;
+  wrong: the answer of an item's distractor sentence found in the prompt, else another item's answer. The
+  abstention prompt: right is the key's answer when the prompt holds the item's document (``[Document: NAME]``),
+  else "Not in the documents."; wrong: another item's answer.
   ``docs-judge``: the judge prompts (longctx, source), always judged right (gold a word-aligned part of the answer).
 * ``litm-qa`` (search results or closed book): right: the first gold answer; wrong: another question's answer.
   ``litm-kv``: right: the asked key's value in the prompt's JSON; wrong: a neighbouring record's value.
@@ -42,6 +45,9 @@ _DOCS_ANSWER = ("Answer the question using the documents below.", "\nQuestion: (
                 "from the documents, on one line, and nothing else.")
 _DOCS_SOURCE_ANSWER = ("Using only the context provided, answer the question in a few words.",
                        r"\nQuestion: (.*)\nAnswer:")
+_DOCS_ABSTAIN = ("Answer the question using only the documents below. They may not contain the answer.",
+                 "\nQuestion: (.*)\nAnswer with a short phrase from the documents, on one line, and nothing else. "
+                 "If the documents do not answer the question, reply: (.*)")
 _JUDGE = ("You are grading an answer to a question about a document.",
           r"\nQuestion: (?P<q>.*?)\nGold answer: (?P<gold>.*?)\nAnswer to grade: (?P<answer>.*?)\n\nThe answer is")
 _JUDGE_SOURCE = ("For the question provided, return a JSON object with a `correct` key",
@@ -100,6 +106,9 @@ class Keyed:
 
     id: str
     answers: tuple[str, ...]
+    #: docs: the item's document, and its distractor sentences as (text, answer)
+    doc: str = ""
+    distractors: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -174,7 +183,13 @@ def load_key(kind: str, path: Path, keys: AnswerKeys) -> None:
             item = Keyed(_text(row, "id", where), (_text(row, "answer", where),))
         else:
             aliases = row.get("aliases") or []
-            item = Keyed(str(row.get("id") or question), (_text(row, "answer", where), *map(str, aliases)))
+            lures = tuple((str(d.get("text")), str(d.get("answer"))) for d in row.get("distractors") or []
+                          if isinstance(d, dict))
+            item = Keyed(str(row.get("id") or question), (_text(row, "answer", where), *map(str, aliases)),
+                         str(row.get("doc") or ""), lures)
+            paraphrase = row.get("paraphrase")
+            if isinstance(paraphrase, dict) and isinstance(paraphrase.get("question"), str):
+                table.setdefault(squash(paraphrase["question"]), item)  # the low-overlap question asks the same
         table.setdefault(squash(question), item)
     keys.files[kind] = str(path)
 
@@ -300,9 +315,18 @@ def _wrong_answer(prompt: str, kind: str, keys: AnswerKeys, golds: Sequence[str]
 def _docs(pattern: str) -> Callable[[str, AnswerKeys], Task]:
     def read(prompt: str, keys: AnswerKeys) -> Task:
         keyed = keys.find("docs", _tail(prompt, pattern, "docs").group(1))
+        lures = [answer for text, answer in keyed.distractors if text in prompt]
         return Task("docs", keyed.id, keyed.answers[0],
-                    _wrong_answer(prompt, "docs", keys, keyed.answers, contains))
+                    _pick(prompt, lures) if lures else _wrong_answer(prompt, "docs", keys, keyed.answers, contains))
     return read
+
+
+def _docs_abstain(prompt: str, keys: AnswerKeys) -> Task:
+    found = _tail(prompt, _DOCS_ABSTAIN[1], "docs")
+    keyed = keys.find("docs", found.group(1))
+    there = f"[Document: {keyed.doc}]" in prompt
+    return Task("docs", keyed.id, keyed.answers[0] if there else found.group(2),
+                _wrong_answer(prompt, "docs", keys, keyed.answers, contains))
 
 
 def _judge(pattern: str, split: bool) -> Callable[[str, AnswerKeys], Task]:
@@ -345,6 +369,7 @@ def _litm_kv(prompt: str, keys: AnswerKeys) -> Task:
 
 _OPENINGS: tuple[tuple[str, Callable[[str, AnswerKeys], Task]], ...] = (
     (_DOCS_ANSWER[0], _docs(_DOCS_ANSWER[1])),
+    (_DOCS_ABSTAIN[0], _docs_abstain),
     (_DOCS_SOURCE_ANSWER[0], _docs(_DOCS_SOURCE_ANSWER[1])),
     (_JUDGE[0], _judge(_JUDGE[1], split=True)),
     (_JUDGE_SOURCE[0], _judge(_JUDGE_SOURCE[1], split=False)),

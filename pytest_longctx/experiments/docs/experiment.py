@@ -21,7 +21,7 @@ from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.docs import haystack, source
 from pytest_longctx.experiments.docs.documents import Document, load_documents
 from pytest_longctx.experiments.docs.judge import JudgeError, judge_oracle, judge_request, parse_verdict
-from pytest_longctx.experiments.docs.overlap import OverlapIndex
+from pytest_longctx.experiments.docs.overlap import OverlapIndex, sentences
 from pytest_longctx.experiments.docs.qa_file import QAItem, load_qa, qa_path, status_counts, usable_items
 from pytest_longctx.experiments.docs.retrieval import Chunk, chunk_document, retrieval_detail
 from pytest_longctx.experiments.docs.retrievers import Retriever, make_retriever
@@ -194,7 +194,7 @@ class DocsExperiment:
     def overlap_of(self, item: QAItem, form: str) -> dict[str, Any]:
         """The asked question's overlap with its answer passage (content words, BM25), and the form asked."""
         if self._overlap is None:
-            self._overlap = OverlapIndex([c for name in sorted(self.chunks) for c in self.chunks[name]])
+            self._overlap = OverlapIndex([s for name in sorted(self.docs) for s in sentences(name, self.docs[name].text)])
         question = item.question if form == "literal" else self.paraphrased(item).question
         return {"question_form": form, **self._overlap.measure(question, item.doc, item.golds)}
 
