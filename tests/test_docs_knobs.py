@@ -1,0 +1,122 @@
+"""The docs knob conditions' parts on plain values and the shipped folder: abstention, distractor insertion, overlap,
+the QA file's new fields, and the graded server's reading of the new prompts."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from pytest_longctx.corpus.tokens import TiktokenCounter
+from pytest_longctx.errors import UsageError
+from pytest_longctx.experiments.docs import knobs
+from pytest_longctx.experiments.docs.experiment import DocsExperiment
+from pytest_longctx.experiments.docs.overlap import FLAG_ABOVE, content_overlap, flagged
+from pytest_longctx.experiments.docs.qa_file import load_qa, parse_item
+from pytest_longctx.server.graded_prompts import AnswerKeys, load_key, recognise
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "docs"
+COUNT = TiktokenCounter().count
+
+
+@pytest.fixture(scope="module")
+def docs() -> DocsExperiment:
+    return DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=8_000, label="fixtures/docs")
+
+
+@pytest.mark.parametrize(("reply", "said"), [
+    ("Not in the documents.", True), ("The documents do not mention it.", True), ("I don't know", True),
+    ("Unknown.", True), ("It is not stated in the documents", True), ("Canal Street station", False),
+    ("Notably, Canal Street station", False), ("Pedalworks Ltd\nnot in the documents", False)])
+def test_abstention_is_read_from_the_first_line(reply: str, said: bool) -> None:
+    assert knobs.abstained(reply) is said
+
+
+def test_shipped_qa_file_has_reviewed_distractors_and_low_overlap_paraphrases(docs: DocsExperiment) -> None:
+    items = load_qa(FIXTURES / "longctx-qa.jsonl")
+    lured, paraphrased = knobs.with_distractors(items), knobs.with_paraphrase(items, "required")
+    assert len(lured) == 14 and len({it.doc for it in lured}) == 14  # one item a document, 4 distractors each
+    assert len(paraphrased) == 28 and all(it.paraphrase and not it.paraphrase.flagged for it in paraphrased)
+    for item in lured:  # a distractor never holds the gold, and its own answer is in it
+        for d in item.distractors:
+            assert all(f" {g.lower()} " not in f" {d.text.lower()} " for g in item.golds)
+            assert d.answer.lower() in d.text.lower()
+    measured = {it.id: docs.overlap_of(it, "low-overlap") for it in paraphrased}
+    assert all(it.paraphrase and it.paraphrase.content_overlap == measured[it.id]["content_overlap"]
+               and it.paraphrase.bm25 == measured[it.id]["bm25"] for it in paraphrased)  # the file says what it is
+    literal = [docs.overlap_of(it, "literal")["content_overlap"] for it in paraphrased]
+    low = [m["content_overlap"] for m in measured.values()]
+    assert sum(literal) / len(literal) > 0.4 and sum(low) / len(low) < 0.05 and max(low) <= FLAG_ABOVE
+
+
+def test_content_overlap_and_the_flag() -> None:
+    assert content_overlap("Who built Tollerton Mill in 1787?", "The mill was built in 1787 by Josiah.") == 0.75
+    assert content_overlap("the of and", "anything") == 0.0
+    assert flagged(0.5) and not flagged(FLAG_ABOVE) and not flagged(None)
+
+
+def test_new_fields_round_trip_and_bad_ones_are_one_line_errors() -> None:
+    row = {"doc": "a.md", "question": "Q?", "answer": "A", "distractors": [{"text": "B is it.", "answer": "B"}],
+           "paraphrase": {"question": "P?", "status": "approved", "content_overlap": 0.1, "bm25": 1.5}}
+    item = parse_item(row, "f:1")
+    again = parse_item(json.loads(json.dumps(item.to_json())), "f:1")
+    assert again.distractors == item.distractors and again.paraphrase == item.paraphrase
+    with pytest.raises(UsageError, match=r"^f:2: 'distractors' must be a list"):
+        parse_item({**row, "distractors": ["B is it."]}, "f:2")
+    with pytest.raises(UsageError, match=r"^f:3: paraphrase status 'ok' is not one of"):
+        parse_item({**row, "paraphrase": {"question": "P?", "status": "ok"}}, "f:3")
+
+
+def test_unanswerable_context_is_the_same_without_the_answer_document(docs: DocsExperiment) -> None:
+    item = knobs.pick(docs.items, 0, docs.seed, "unanswerable")
+    stack = docs.whole(item)
+    present, removed = docs.render(stack), knobs.without_answer(stack)
+    assert f"[Document: {item.doc}]" in present and f"[Document: {item.doc}]" not in removed
+    assert present.replace(docs.blocks[item.doc], "").replace("\n\n\n\n", "\n\n").strip() == removed.strip()
+    assert knobs.removed_detail(stack)["n_docs"] == len(stack.units) - 1
+
+
+def test_distractors_go_to_the_same_places_whatever_their_count(docs: DocsExperiment) -> None:
+    item = knobs.with_distractors(docs.items)[0]
+    room = knobs.distractor_tokens(item, docs.distractor_tokens)
+    stack = docs.whole(item, room=room)
+    assert stack.tokens + room <= docs.budget
+    built = {k: knobs.insert(stack, item, k, docs.distractor_tokens, random.Random(7)) for k in (0, 1, 4)}
+    assert built[0][0] == docs.render(stack) and built[0][1] == []
+    assert built[1][1] == built[4][1][:1]
+    assert all(d.text in built[4][0] for d in item.distractors) and item.distractors[1].text not in built[1][0]
+    assert f"[Document: {item.doc}]\n{docs.docs[item.doc].text}" in built[4][0]  # the answer document untouched
+    assert knobs.answered_distractor(f"It was {item.distractors[2].answer}.", item, 4) == 2
+    assert knobs.answered_distractor(item.distractors[2].answer, item, 1) is None
+    assert knobs.answered_distractor(item.answer, item, 4) is None
+
+
+def _keys() -> AnswerKeys:
+    keys = AnswerKeys()
+    load_key("docs", FIXTURES, keys)
+    return keys
+
+
+def test_graded_server_reads_the_abstention_prompt(docs: DocsExperiment) -> None:
+    item = knobs.pick(docs.items, 0, docs.seed, "unanswerable")
+    stack = docs.whole(item)
+    keys = _keys()
+    there = recognise(knobs.abstain_request(item.question, docs.render(stack)).messages[0].content, keys)
+    gone = recognise(knobs.abstain_request(item.question, knobs.without_answer(stack)).messages[0].content, keys)
+    assert (there.right, gone.right) == (item.answer, knobs.ABSTAIN_REPLY) and there.item == gone.item == item.id
+    assert not knobs.abstained(gone.wrong) and gone.wrong != item.answer  # hallucinating: another item's answer
+
+
+def test_graded_server_answers_paraphrases_and_falls_for_inserted_distractors(docs: DocsExperiment) -> None:
+    keys = _keys()
+    item = next(it for it in knobs.with_distractors(docs.items) if it.paraphrase)
+    stack = docs.whole(item, room=knobs.distractor_tokens(item, docs.distractor_tokens))
+    context, _ = knobs.insert(stack, item, 1, docs.distractor_tokens, random.Random(1))
+    task = recognise(docs.question(item, context).messages[0].content, keys)
+    assert task.right == item.answer and task.wrong == item.distractors[0].answer
+    asked = recognise(docs.question(docs.paraphrased(item), docs.render(stack)).messages[0].content, keys)
+    assert asked.item == item.id and asked.right == item.answer
+    assert recognise(docs.question(item, docs.render(stack)).messages[0].content, keys).wrong not in {
+        d.answer for d in item.distractors}  # none inserted: another item's answer
