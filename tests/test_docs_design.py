@@ -130,7 +130,8 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_the_pooled_alarm_counts
     def run(name: str, *args: str) -> tuple[int, dict[str, Any], str]:
         report = pytester.path / name
         result = pytester.runpytest_subprocess(
-            str(ROOT / "evals" / "docs" / "test_docs.py"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model", MODEL,
+            str(ROOT / "evals" / "docs" / "test_docs.py"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model",
+            MODEL,
             "--longctx-report-dir", str(report), "--longctx-cache", "off", "--longctx-docs-judge", "false",
             "--longctx-cache-dir", str(pytester.path / "cache"), "--longctx-samples", "70", *args, timeout=600)
         out = result.stdout.str() + result.stderr.str()

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_longctx.corpus.tokens import TiktokenCounter
-from pytest_longctx.experiments.docs.documents import load_documents
 from pytest_longctx.errors import UsageError
+from pytest_longctx.experiments.docs.documents import load_documents
 from pytest_longctx.experiments.docs.retrieval import Chunk, chunk_document, retrieval_detail, sentence_spans, terms
 from pytest_longctx.experiments.docs.retrievers import DenseRetriever, SparseRetriever, fuse, make_retriever
 

@@ -194,7 +194,8 @@ class DocsExperiment:
     def overlap_of(self, item: QAItem, form: str) -> dict[str, Any]:
         """The asked question's overlap with its answer passage (content words, BM25), and the form asked."""
         if self._overlap is None:
-            self._overlap = OverlapIndex([s for name in sorted(self.docs) for s in sentences(name, self.docs[name].text)])
+            passages = [s for name, doc in sorted(self.docs.items()) for s in sentences(name, doc.text)]
+            self._overlap = OverlapIndex(passages)
         question = item.question if form == "literal" else self.paraphrased(item).question
         return {"question_form": form, **self._overlap.measure(question, item.doc, item.golds)}
 
