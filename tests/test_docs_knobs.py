@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,49 @@ def test_graded_server_answers_paraphrases_and_falls_for_inserted_distractors(do
     assert asked.item == item.id and asked.right == item.answer
     assert recognise(docs.question(item, docs.render(stack)).messages[0].content, keys).wrong not in {
         d.answer for d in item.distractors}  # none inserted: another item's answer
+
+
+def test_generate_paraphrase_measures_flags_and_review_approves(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """``generate --paraphrase`` through the CLI with fake/perfect (it echoes the question: flagged unless the literal
+    question was low already), then ``review --approve-paraphrase``."""
+    from pytest_longctx.experiments.docs.__main__ import main
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    names = ("tollerton-mill-history.md", "skerrow-rock-log.txt")
+    for name in names:
+        shutil.copy(FIXTURES / name, folder / name)
+    rows = [json.loads(line) for line in (FIXTURES / "longctx-qa.jsonl").read_text().splitlines()]
+    kept = [{k: v for k, v in r.items() if k != "paraphrase"} for r in rows
+            if r["doc"] in names and int(r["id"].rsplit("/", 1)[1]) <= 3]
+    (folder / "longctx-qa.jsonl").write_text("".join(json.dumps(r) + "\n" for r in kept))
+    assert main(["generate", str(folder), "--model", "fake/perfect", "--no-cache", "--paraphrase"]) == 0
+    items = {it.id: it for it in load_qa(folder / "longctx-qa.jsonl")}
+    assert all(it.paraphrase and it.paraphrase.status == "pending" for it in items.values())
+    mill = items["tollerton-mill-history/1"].paraphrase
+    assert mill and mill.question == "In other words: Who built Tollerton Mill in 1787?" and mill.flagged
+    assert mill.content_overlap == 0.667 and mill.generated_by == "fake/perfect (docs-paraphrase@1)"  # 4 of 6 words
+    assert "tollerton-mill-history/1: pending paraphrase, content overlap 0.667, BM25" in capsys.readouterr().out
+    assert main(["generate", str(folder), "--model", "fake/perfect", "--no-cache", "--paraphrase"]) == 0  # none left
+    assert main(["review", str(folder), "--approve-paraphrase", "tollerton-mill-history/1"]) == 0
+    out = capsys.readouterr().out
+    assert "P: In other words: Who built Tollerton Mill in 1787?  [paraphrase approved, content overlap 0.667" in out
+    reviewed = {it.id: it for it in load_qa(folder / "longctx-qa.jsonl")}
+    assert [it.id for it in knobs.with_paraphrase(list(reviewed.values()), "required")] == ["tollerton-mill-history/1"]
+    assert main(["review", str(folder), "--reject-paraphrase", "nope/1"]) == 2
+    assert "error: no paraphrase for item id(s) nope/1" in capsys.readouterr().err
+
+
+def test_a_low_overlap_rewrite_is_not_flagged() -> None:
+    from pytest_longctx.experiments.docs.documents import load_documents
+    from pytest_longctx.experiments.docs.paraphrase import Rewrite, attach, parse_paraphrase
+
+    docs = {d.name: d for d in load_documents(FIXTURES)}
+    item = next(it for it in load_qa(FIXTURES / "longctx-qa.jsonl") if it.id == "tollerton-mill-history/1")
+    question = parse_paraphrase('Sure: {"paraphrase": "Whose work produced the grinding works long ago?"}')
+    assert question == "Whose work produced the grinding works long ago?"
+    assert parse_paraphrase("Who raised it?\nthanks") == "Who raised it?" and parse_paraphrase("no") is None
+    lines = attach([Rewrite(item, question), Rewrite(item, error="model call failed: 500")], docs, "me")
+    assert item.paraphrase and item.paraphrase.content_overlap == 0.0 and not item.paraphrase.flagged
+    assert lines[1] == "FAILED tollerton-mill-history/1: model call failed: 500"
