@@ -167,3 +167,21 @@ def test_a_low_overlap_rewrite_is_not_flagged() -> None:
     lines = attach([Rewrite(item, question), Rewrite(item, error="model call failed: 500")], docs, "me")
     assert item.paraphrase and item.paraphrase.content_overlap == 0.0 and not item.paraphrase.flagged
     assert lines[1] == "FAILED tollerton-mill-history/1: model call failed: 500"
+
+
+def test_knob_prompts(snapshot) -> None:  # type: ignore[no-untyped-def]
+    """The abstention prompt (answer document removed), a distractor context, a paraphrased question and the
+    paraphrase generation request, for fixed seeds: a template change shows up as a reviewed diff."""
+    from pytest_longctx.experiments.docs.overlap import answer_passage, sentences
+    from pytest_longctx.experiments.docs.paraphrase import paraphrase_request
+
+    small = DocsExperiment.load(FIXTURES, count_tokens=COUNT, budget=1500)
+    item = next(it for it in knobs.with_distractors(small.items) if it.paraphrase)
+    stack = small.whole(item, room=knobs.distractor_tokens(item, small.distractor_tokens))
+    lured, _ = knobs.insert(stack, item, 4, small.distractor_tokens, small.rng_for(item, "distractors"))
+    passage = answer_passage(sentences(item.doc, small.docs[item.doc].text), item.doc, item.golds)
+    assert passage is not None
+    assert knobs.abstain_request(item.question, knobs.without_answer(stack)).to_json() == snapshot(name="abstain")
+    assert small.question(item, lured).to_json() == snapshot(name="distractors")
+    assert small.question(small.paraphrased(item), small.render(stack)).to_json() == snapshot(name="paraphrased")
+    assert paraphrase_request(item, passage.text).to_json() == snapshot(name="paraphrase-generate")
