@@ -112,7 +112,8 @@ def pytest_longctx_retriever(config: pytest.Config, name: str) -> Any | None:
     Return a callable ``(question, passages, k) -> ids``: ``passages`` are the context's chunks as plain dicts
     ``{"id", "doc", "text"}``, and the ids of the ``k`` best come back, best first (e.g. a query to your Chroma or
     LanceDB collection restricted to those ids). Return None for names that are not yours; the first answer wins.
-    Called once per process, at configuration and when the arm's fixture is built.
+    Called in every process at configuration (an unanswered name is a usage error) and again when the arm's fixture
+    is built; ids that are not among the passages make that trial an error, never a wrong answer.
     """
     return None
 
