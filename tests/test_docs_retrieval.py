@@ -6,6 +6,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.errors import UsageError
@@ -117,3 +119,15 @@ def test_retrieval_detail_needs_the_gold_in_a_chunk_of_the_answer_doc() -> None:
     assert retrieval_detail(chunks[:2], "a.md", ["Old Maud"]) == {
         "retrieval_recall": 0, "retrieval_rank": None, "retrieved_answer_doc": 1, "retrieved": ["a.md#0", "b.md#0"]}
     assert retrieval_detail(chunks, "a.md", ["Old Maud"])["retrieval_rank"] == 3
+
+
+@given(st.integers(1, 12).flatmap(lambda n: st.lists(st.permutations(list(range(n))), min_size=1, max_size=4)))
+def test_fusion_is_a_ranking_that_keeps_unanimous_orders(rankings: list[list[int]]) -> None:
+    n = len(rankings[0])
+    fused = fuse(rankings, n)
+    assert sorted(fused) == list(range(n))
+    if all(r == rankings[0] for r in rankings):
+        assert fused == rankings[0]
+    first = [r[0] for r in rankings]
+    if len(set(first)) == 1:  # every ranking puts one item first: so does the fusion
+        assert fused[0] == first[0]
