@@ -78,6 +78,9 @@ def check_knobs(record: dict[str, Any], out: str) -> None:
     assert (f"docs unanswerable: hallucination rate {rate:.3f} [{1 - removed['ci_high']:.3f}, "
             f"{1 - removed['ci_low']:.3f}] (answered with the answer document removed; {removed['n']} trials, "
             f"{removed['n']} items); accuracy on answerable {present['accuracy']:.3f}") in out
+    halluc = next(t for t in record["tables"] if t["title"].startswith("docs unanswerable items"))["rows"]
+    assert halluc[1][1] == f"{removed['n'] - removed['correct']}/{removed['n']} answered"
+    assert halluc[1][2] == f"{rate:.3f} [{1 - removed['ci_high']:.3f}, {1 - removed['ci_low']:.3f}]"
     abstained = {t["item"]: t["detail"]["abstained"] for t in trials if t["params"].get("answer_doc") == "removed"}
     assert abstained == {i: knows(i) for i in abstained}  # right there is saying it is not there
     table = next(t for t in record["tables"] if t["title"].startswith("docs distractors"))

@@ -77,8 +77,25 @@ def overlap_rows(trials: Rows) -> list[list[Any]]:
     return rows
 
 
-def knob_tables(trials: Rows) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def unanswerable_table(cells: Rows) -> list[dict[str, Any]]:
+    removed, present = _cell(cells, "answer_doc", "removed"), _cell(cells, "answer_doc", "present")
+    if removed is None:
+        return []
+    rows: list[list[Any]] = []
+    if present is not None:
+        rows.append(["answerable: accuracy", f"{present['correct']}/{present['n']} right",
+                     f"{present['accuracy']:.3f} [{present['ci_low']:.3f}, {present['ci_high']:.3f}]"])
+    rows.append(["answer document removed: hallucination rate",
+                 f"{removed['n'] - removed['correct']}/{removed['n']} answered",
+                 f"{1 - removed['accuracy']:.3f} [{1 - removed['ci_high']:.3f}, {1 - removed['ci_low']:.3f}]"])
+    return [{"experiment": "docs", "title": "docs unanswerable items: hallucination rate beside accuracy",
+             "columns": ["cell", "count", "rate [95% CI, clustered by item]"], "rows": rows,
+             "note": "Paired: the same items and contexts, the answer document removed; right there is saying it is "
+                     "not there. Gate the removed cell: experiment=docs,answer_doc=removed:min=A."}]
+
+
+def knob_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = unanswerable_table(cells)
     misses = distractor_misses(trials)
     if misses:
         out.append({"experiment": "docs", "title": "docs distractors: accuracy and which distractor a miss answered",

@@ -118,7 +118,7 @@ def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     from pytest_longctx.experiments.docs.knobs_report import knob_tables
     from pytest_longctx.experiments.docs.report import docs_tables
 
-    return docs_tables(_mine(cells), _mine(trials)) + knob_tables(_mine(trials))
+    return docs_tables(_mine(cells), _mine(trials)) + knob_tables(_mine(cells), _mine(trials))
 
 
 def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
