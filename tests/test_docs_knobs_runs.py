@@ -116,6 +116,21 @@ def test_abstention_is_gateable_with_the_threshold_grammar(project: Any) -> None
     assert ran.ret == 0, ran.result.stdout.str()
 
 
+@pytest.mark.parametrize(("model", "args", "collected"), [
+    (MODEL, [], 2 * 140 + 3 * 14 + 2 * 28),  # every qualifying item of the shipped folder in every knob cell
+    (MODEL, ["--longctx-samples", "20"], 2 * 20 + 3 * 14 + 2 * 20),
+    ("local/smollm2-135m", [], 0),  # the embedded model: left out, the main job keeps its time
+    (MODEL, ["--longctx-protocol", "source"], 0),  # the write-up has none
+])
+def test_collection_of_the_knobs(pytester: pytest.Pytester, model: str, args: list[str], collected: int) -> None:
+    result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs" / "test_docs_knobs.py"), "--collect-only",
+                                           "-q", "-p", "no:cacheprovider", "--longctx-model", model, *args)
+    if collected:
+        result.stdout.fnmatch_lines([f"{collected} tests collected*"])
+    else:
+        result.stdout.fnmatch_lines(["no tests collected (* deselected)*"])
+
+
 @pytest.mark.parametrize("retriever", ["bm25", "dense", "hybrid", "toy"])
 def test_each_retriever_arm_end_to_end(project: Any, retriever: str) -> None:
     ran = run(project, "evals_docs/test_docs.py", "-p", "no:xdist", "-k", "context_size and rag and 100",
