@@ -119,6 +119,19 @@ def pytest_longctx_graders() -> list[str]:
     return []
 
 
+@pytest.hookspec(firstresult=True)
+def pytest_longctx_retriever(config: pytest.Config, name: str) -> Any | None:
+    """Your retriever for a retrieval arm that asks for ``name`` (docs: ``--longctx-docs-retriever NAME``).
+
+    Return a callable ``(question, passages, k) -> ids``: ``passages`` are the context's chunks as plain dicts
+    ``{"id", "doc", "text"}``, and the ids of the ``k`` best come back, best first (e.g. a query to your Chroma or
+    LanceDB collection restricted to those ids). Return None for names that are not yours; the first answer wins.
+    Called in every process at configuration (an unanswered name is a usage error) and again when the arm's fixture
+    is built; ids that are not among the passages make that trial an error, never a wrong answer.
+    """
+    return None
+
+
 def register(pluginmanager: pytest.PytestPluginManager) -> None:
     """Add these specifications once, from ``pytest_addhooks`` of the core plugin and of every experiment plugin.
 

@@ -67,7 +67,7 @@ def test_every_size_cell_keeps_fifty_items_or_all_of_them(items: int, k: int, pe
     ("fake/perfect", [], 15 * 40),
 ])
 def test_collection_of_the_designs(pytester: pytest.Pytester, model: str, args: list[str], collected: int) -> None:
-    result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs"), "--collect-only", "-q", "-p",
+    result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs" / "test_docs.py"), "--collect-only", "-q", "-p",
                                            "no:cacheprovider", "--longctx-model", model, *args)
     result.stdout.fnmatch_lines([f"{collected} tests collected*"])
 
@@ -130,7 +130,8 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_the_pooled_alarm_counts
     def run(name: str, *args: str) -> tuple[int, dict[str, Any], str]:
         report = pytester.path / name
         result = pytester.runpytest_subprocess(
-            str(ROOT / "evals" / "docs"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model", MODEL,
+            str(ROOT / "evals" / "docs" / "test_docs.py"), "-p", "no:cacheprovider", "-n", "2", "--longctx-model",
+            MODEL,
             "--longctx-report-dir", str(report), "--longctx-cache", "off", "--longctx-docs-judge", "false",
             "--longctx-cache-dir", str(pytester.path / "cache"), "--longctx-samples", "70", *args, timeout=600)
         out = result.stdout.str() + result.stderr.str()

@@ -19,7 +19,7 @@ CELLS = 15  # 5 depths + 5 sizes x 2 arms
 def run_docs(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     report = tmp_path / "report"
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "evals/docs", "-q", "--longctx-report-dir", str(report),
+        [sys.executable, "-m", "pytest", "evals/docs/test_docs.py", "-q", "--longctx-report-dir", str(report),
          "--longctx-cache", "off", *args], cwd=ROOT, capture_output=True, text=True, timeout=600)
     path = report / "longctx.json"
     record = json.loads(path.read_text()) if path.exists() else {}

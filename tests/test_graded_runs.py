@@ -112,7 +112,7 @@ def test_qa_run_reports_each_question_right_or_wrong_together(pytester: pytest.P
 def test_docs_run_reports_the_rule_and_its_judge_agrees(pytester: pytest.Pytester, api: Any) -> None:
     graded = Graded(f"accuracy=0.7,flip=0.05,seed=3,docs-key={DOCS}")
     srv = api(graded)
-    result, record = run_evals(pytester, "docs", "--longctx-docs", str(DOCS), "--longctx-samples", "6")
+    result, record = run_evals(pytester, "docs/test_docs.py", "--longctx-docs", str(DOCS), "--longctx-samples", "6")
     assert result.ret == 0, result.stdout.str()
     trials = record["trials"]
     assert not [t for t in trials if t["outcome"] == "error"]

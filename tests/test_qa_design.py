@@ -153,6 +153,6 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by
 ])
 def test_docs_asks_every_reviewed_item_of_a_remote_model(pytester: pytest.Pytester, model: str, args: list[str],
                                                          collected: int) -> None:
-    result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs"), "--collect-only", "-q", "-p",
+    result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs" / "test_docs.py"), "--collect-only", "-q", "-p",
                                            "no:cacheprovider", "--longctx-model", model, *args)
     result.stdout.fnmatch_lines([f"{collected} tests collected*"])

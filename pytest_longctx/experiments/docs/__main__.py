@@ -1,7 +1,8 @@
 """Command line: generate and review the QA file of a documents folder.
 
-    longctx-docs generate DIR --model SPEC [--per-doc 2] [--all] [--protocol source]
+    longctx-docs generate DIR --model SPEC [--per-doc 2] [--all] [--protocol source] [--paraphrase]
     longctx-docs review DIR [--approve ID ...] [--reject ID ...] [--approve-all]
+                            [--approve-paraphrase ID ...] [--reject-paraphrase ID ...]
 
 Bad input is one line on stderr (exit 2), never a traceback. ``generate`` exits 1 when a
 document's reply could not be used (the other documents' items are saved).
@@ -14,12 +15,14 @@ import asyncio
 import os
 import sys
 import textwrap
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-from pytest_longctx import ModelSpec, missing_key_message, parse_model_spec, provider_of
+from pytest_longctx import ModelClient, ModelSpec, missing_key_message, parse_model_spec, provider_of
 from pytest_longctx.errors import LongctxError, UsageError
 from pytest_longctx.experiments.docs.documents import Document, document_paths, load_documents
-from pytest_longctx.experiments.docs.generate import TEMPLATE, DocResult, GenerationStopped
+from pytest_longctx.experiments.docs.generate import TEMPLATE, GenerationStopped
 from pytest_longctx.experiments.docs.qa_file import (
     QAItem,
     add_generated,
@@ -48,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
                           "document) (default: longctx)")
     gen.add_argument("--all", action="store_true",
                      help="generate for every document, not only those without a pending or approved item")
+    gen.add_argument("--paraphrase", action="store_true",
+                     help="instead of new items: ask for a low-overlap paraphrase of every approved or pending item "
+                          "without one (every item with --all), measure its overlap, save it pending")
     gen.add_argument("--retries", type=int, default=1, help="repair turns after an unusable reply (default: 1)")
     gen.add_argument("--concurrency", type=int, default=4, help="requests in flight (default: 4)")
     gen.add_argument("--cache-dir", type=Path, default=None,
@@ -58,6 +64,10 @@ def _parser() -> argparse.ArgumentParser:
     rev.add_argument("--approve", nargs="+", default=[], metavar="ID", help="approve these items")
     rev.add_argument("--reject", nargs="+", default=[], metavar="ID", help="reject these items")
     rev.add_argument("--approve-all", action="store_true", help="approve every pending item (stale ones need an id)")
+    rev.add_argument("--approve-paraphrase", nargs="+", default=[], metavar="ID",
+                     help="approve these items' paraphrases (the low-overlap question)")
+    rev.add_argument("--reject-paraphrase", nargs="+", default=[], metavar="ID",
+                     help="reject these items' paraphrases")
     rev.add_argument("--status", choices=("pending", "approved", "rejected", "stale", "missing"),
                      help="list only items with this status")
     for command in (gen, rev):
@@ -109,6 +119,8 @@ def _generate(args: argparse.Namespace) -> int:
     docs, path, items = _load(args)
     if args.qa_file is None:
         _check_output(path, "QA file")
+    if args.paraphrase:
+        return _paraphrase(args, spec, docs, path, items)
     for skipped in document_paths(args.dir)[1]:
         print(f"skipped {skipped}: not a .txt/.md document")
     for line in refresh(items, docs):
@@ -156,7 +168,29 @@ def _check_output(path: Path, what: str) -> None:
         raise UsageError(f"{what}: {problem}")
 
 
-async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespace) -> list[DocResult]:
+def _paraphrase(args: argparse.Namespace, spec: ModelSpec, docs: dict[str, Document], path: Path,
+                items: list[QAItem]) -> int:
+    """``generate --paraphrase``: a pending low-overlap paraphrase for the items without one (all with --all)."""
+    from pytest_longctx.experiments.docs.paraphrase import TEMPLATE as PARAPHRASE
+    from pytest_longctx.experiments.docs.paraphrase import attach, rewrite_all
+
+    targets = [it for it in items if effective_status(it, docs) in ("approved", "pending")
+               and (args.all or it.paraphrase is None)]
+    print(f"{args.dir}: {len(targets)} item(s) to paraphrase with {spec.spec}")
+    if not targets:
+        return 0
+    found = asyncio.run(_run(spec, [], args, lambda client: rewrite_all(client, targets, docs)))
+    lines = attach(found, docs, f"{spec.spec} ({PARAPHRASE})")
+    print("\n".join(lines))
+    save_qa(path, items)
+    print(f"wrote {path}; next: `longctx-docs review {args.dir} --approve-paraphrase ID ...` (flagged ones: rewrite "
+          "them by hand or reject them)")
+    return 1 if any(line.startswith("FAILED") for line in lines) else 0
+
+
+async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespace,
+               work: Callable[[ModelClient], Awaitable[Any]] | None = None) -> Any:
+    """Generate for ``targets`` (or run ``work`` with the client) against the model, a local one's server started."""
     from pytest_longctx import ModelClient, ResponseCache, build_backend, start_model_server
     from pytest_longctx.experiments.docs.generate import generate_all
 
@@ -170,6 +204,8 @@ async def _run(spec: ModelSpec, targets: list[Document], args: argparse.Namespac
         client = ModelClient(backend, None if args.no_cache else ResponseCache(cache_dir),
                              "off" if args.no_cache else "on", args.concurrency)
         try:
+            if work is not None:
+                return await work(client)
             return await generate_all(client, targets, args.per_doc, args.retries, args.protocol)
         finally:
             await backend.aclose()
@@ -192,6 +228,8 @@ def _review(args: argparse.Namespace) -> int:
         print(f"error: {', '.join(both)} both approved and rejected; pick one", file=sys.stderr)
         return 2
     changed = set_status(items, args.approve, "approved", docs) + set_status(items, args.reject, "rejected", docs)
+    changed += review_paraphrases(items, args.approve_paraphrase, "approved")
+    changed += review_paraphrases(items, args.reject_paraphrase, "rejected")
     if args.approve_all:
         pending = [it.id for it in items if effective_status(it, docs) == "pending"]
         changed += set_status(items, pending, "approved", docs)
@@ -202,12 +240,34 @@ def _review(args: argparse.Namespace) -> int:
         if args.status and status != args.status:
             continue
         print(f"[{status}] {item.id}  ({item.doc})")
-        print(textwrap.indent(f"Q: {item.question}\nA: {item.answer}" + (f"\nnote: {item.note}" if item.note else ""),
-                              "    "))
+        print(textwrap.indent(f"Q: {item.question}\nA: {item.answer}" + (f"\nnote: {item.note}" if item.note else "")
+                              + _paraphrase_line(item), "    "))
     if changed:
         print(f"updated {len(changed)} item(s) in {path}")
     print(f"{path}: {_counts(items, docs)}")
     return 0
+
+
+def _paraphrase_line(item: QAItem) -> str:
+    p = item.paraphrase
+    if p is None:
+        return ""
+    return (f"\nP: {p.question}  [paraphrase {p.status}, content overlap {p.content_overlap}, BM25 {p.bm25}"
+            f"{', FLAGGED' if p.flagged else ''}]" + (f"\n   {p.note}" if p.note else ""))
+
+
+def review_paraphrases(items: list[QAItem], ids: list[str], status: str) -> list[QAItem]:
+    """Set the paraphrase's review state of the named items (an id without a paraphrase is a UsageError)."""
+    by_id = {it.id: it for it in items}
+    wrong = [i for i in ids if i not in by_id or by_id[i].paraphrase is None]
+    if wrong:
+        raise UsageError(f"no paraphrase for item id(s) {', '.join(wrong)}; `generate DIR --model SPEC --paraphrase` "
+                         "writes them, `review DIR` lists them")
+    for item_id in ids:
+        paraphrase = by_id[item_id].paraphrase
+        assert paraphrase is not None
+        paraphrase.status = status
+    return [by_id[i] for i in ids]
 
 
 if __name__ == "__main__":

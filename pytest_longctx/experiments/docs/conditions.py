@@ -13,7 +13,9 @@ from pytest_longctx import Settings
 from pytest_longctx.errors import LongctxError
 from pytest_longctx.experiments.docs.documents import load_documents
 from pytest_longctx.experiments.docs.experiment import read_items
+from pytest_longctx.experiments.docs.knobs import with_distractors, with_paraphrase
 from pytest_longctx.experiments.docs.options import DocsOptions
+from pytest_longctx.experiments.docs.qa_file import QAItem
 
 DEPTHS = (0, 25, 50, 75, 100)  # % of the context's tokens before the answer document (the write-up's)
 FRACTIONS = (0, 25, 50, 75, 100)  # % of the budget filled with documents (the write-up's)
@@ -44,6 +46,18 @@ class DocsPlan:
     every_item: bool = False
     #: blocks (each item at every depth and at a balanced subset of the sizes, :mod:`.design`) or full
     design: str = "full"
+    #: the knob conditions (:mod:`.knobs`) run: not on a CPU model (it sits near zero there, and the main job keeps
+    #: its time) nor under the source protocol (the write-up has none)
+    knobs: bool = False
+    #: usable items with enough distractors, and with a usable paraphrase
+    distractor_items: int = 0
+    paraphrase_items: int = 0
+
+    def knob_cell(self, resolved: int, eligible: int) -> int:
+        """Trials per cell of a knob condition asking ``eligible`` items (every one, or ``resolved`` at most)."""
+        if eligible <= 0:
+            return 1
+        return eligible if self.every_item else min(resolved, eligible)
 
     def per_cell(self, resolved: int) -> int:
         """Trials per cell: every item, or ``resolved`` (``samples_for``) capped by the items there are."""
@@ -61,12 +75,12 @@ class DocsPlan:
         return size_cell_items(n, len(self.fractions))
 
 
-def item_count(settings: Settings, options: DocsOptions) -> int | None:
+def usable(settings: Settings, options: DocsOptions) -> list[QAItem] | None:
     """Usable items of the run's folder under its protocol (None when the folder cannot be read yet)."""
     folder = options.folder_or_default(settings)
     try:
         docs = {d.name: d for d in load_documents(folder)}
-        return len(read_items(folder, docs, options.review, settings.protocol)[1])
+        return read_items(folder, docs, options.review, settings.protocol)[1]
     except (LongctxError, OSError):
         return None
 
@@ -74,10 +88,13 @@ def item_count(settings: Settings, options: DocsOptions) -> int | None:
 def docs_plan(settings: Settings, options: DocsOptions) -> DocsPlan:
     source = settings.protocol == "source"
     cpu = settings.model.profile.runs == "cpu" and not source
-    items = item_count(settings, options)
+    found = usable(settings, options)
+    items = None if found is None else len(found)
     remote = settings.model.profile.runs == "remote" and not source
     samples = CPU_SAMPLES if cpu else (min(items, REMOTE_MOST) if remote and items else None)
     return DocsPlan(depths=list(CPU_DEPTHS if cpu else DEPTHS), fractions=list(CPU_FRACTIONS if cpu else FRACTIONS),
                     arms=list(ARMS), samples=samples, items=items,
                     every_item=(source or settings.samples_all) and not settings.samples_given,
-                    design=options.design)
+                    design=options.design, knobs=not cpu and not source,
+                    distractor_items=len(with_distractors(found or [])),
+                    paraphrase_items=len(with_paraphrase(found or [], options.review)))

@@ -6,6 +6,7 @@ context from the precomputed per-document token counts, so no trial counts token
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import random
 import warnings
@@ -20,8 +21,10 @@ from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.docs import haystack, source
 from pytest_longctx.experiments.docs.documents import Document, load_documents
 from pytest_longctx.experiments.docs.judge import JudgeError, judge_oracle, judge_request, parse_verdict
+from pytest_longctx.experiments.docs.overlap import OverlapIndex, sentences
 from pytest_longctx.experiments.docs.qa_file import QAItem, load_qa, qa_path, status_counts, usable_items
-from pytest_longctx.experiments.docs.retrieval import Chunk, chunk_document, retrieval_detail, retrieve
+from pytest_longctx.experiments.docs.retrieval import Chunk, chunk_document, retrieval_detail
+from pytest_longctx.experiments.docs.retrievers import Retriever, make_retriever
 from pytest_longctx.experiments.docs.scorers import first_line, normalize_answer, score
 
 TEMPLATE = "docs-answer@1"
@@ -68,11 +71,18 @@ class DocsExperiment:
     protocol: str = "longctx"
     #: Run seed: which item sample i asks and every context's distractors flow from it (never from the cell)
     seed: int = 0
+    #: The RAG arm's retriever (--longctx-docs-retriever; :mod:`.retrievers`)
+    retriever: Retriever = field(default_factory=lambda: make_retriever("hybrid"))
+    #: Tokens of each distractor sentence of the items (counted once, at load)
+    distractor_tokens: dict[str, int] = field(default_factory=dict)
+    #: --longctx-docs-review, for which paraphrases are usable
+    review: str = "required"
+    _overlap: OverlapIndex | None = field(default=None, repr=False)
 
     @classmethod
     def load(cls, folder: Path, *, count_tokens: Callable[[str], int], budget: int, review: str = "required",
              scorer: str = "subspan", use_judge: bool = True, label: str | None = None, protocol: str = "longctx",
-             seed: int = 0) -> DocsExperiment:
+             seed: int = 0, retriever: Retriever | None = None) -> DocsExperiment:
         """Read the folder and its QA file, count tokens once; bad input is a one-line UsageError."""
         docs = {d.name: d for d in load_documents(folder)}
         all_items, items, path = read_items(folder, docs, review, protocol)
@@ -105,6 +115,8 @@ class DocsExperiment:
                    chunks={name: chunk_document(name, d.text, count_tokens) for name, d in docs.items()},
                    budget=min(budget, whole), scorer="judge" if protocol == "source" else scorer,
                    use_judge=use_judge or protocol == "source", protocol=protocol, seed=seed,
+                   retriever=retriever or make_retriever("hybrid"), review=review,
+                   distractor_tokens={d.text: count_tokens(d.text) for it in items for d in it.distractors},
                    fixtures={f"docs:{label}": digest,
                              f"docs-qa:{label}/{path.name}": hashlib.sha256(path.read_bytes()).hexdigest()})
 
@@ -157,11 +169,35 @@ class DocsExperiment:
         return haystack.render(stack)
 
     def retrieve(self, stack: haystack.Stack, item: QAItem, k: int = TOP_K) -> tuple[str, dict[str, Any]]:
-        """The RAG arm: BM25 top-``k`` chunks of the same documents, and its recall detail."""
-        found = retrieve([c for name in stack.docs for c in self.chunks[name]], item.question, k)
+        """The RAG arm: the retriever's top-``k`` chunks of the same documents, and its recall detail."""
+        found = self.retriever.rank(item.question, [c for name in stack.docs for c in self.chunks[name]], k)
         context = haystack.SEPARATOR.join(c.text if self.protocol == "source" else
                                           haystack.render_block(f"{c.doc}, part {c.index + 1}", c.text) for c in found)
-        return context, {**retrieval_detail(found, item.doc, item.golds), "top_k": k}
+        return context, {**retrieval_detail(found, item.doc, item.golds), "top_k": k, "retriever": self.retriever.name}
+
+    def whole(self, item: QAItem, room: int = 0) -> haystack.Stack:
+        """The knob conditions' context: the answer document among others up to the budget less ``room`` tokens,
+        at a boundary drawn from the item (the same for every cell of a condition)."""
+        target = max(self.budget - room, 0)
+        rng = self.rng_for(item, "whole")
+        pool = self._pool(item, self.rng_for(item, "pool"))
+        return haystack.of_size(self.unit(item.doc), pool, self.sep_tokens, target, rng)
+
+    # -- the low-overlap condition -----------------------------------------------------------------------
+
+    def paraphrased(self, item: QAItem) -> QAItem:
+        """The item asked by its paraphrase (the low-overlap question)."""
+        if item.paraphrase is None:
+            raise UsageError(f"{item.id}: no paraphrase in the QA file")
+        return dataclasses.replace(item, question=item.paraphrase.question)
+
+    def overlap_of(self, item: QAItem, form: str) -> dict[str, Any]:
+        """The asked question's overlap with its answer passage (content words, BM25), and the form asked."""
+        if self._overlap is None:
+            passages = [s for name, doc in sorted(self.docs.items()) for s in sentences(name, doc.text)]
+            self._overlap = OverlapIndex(passages)
+        question = item.question if form == "literal" else self.paraphrased(item).question
+        return {"question_form": form, **self._overlap.measure(question, item.doc, item.golds)}
 
     # -- asking and scoring -----------------------------------------------------------------------
 

@@ -26,7 +26,11 @@ DESIGN = OptionDef("docs-design", None, "which docs size cells ask which items: 
                    "and at a balanced subset of the context sizes in both arms, each size keeping at least 50 items; "
                    "fewer requests for nearly the same power) or full (every item in every cell) (default: blocks "
                    "for a remote model under the longctx protocol, else full)")
-OPTIONS = (DOCS, REVIEW, SCORER, JUDGE, CONTEXT, DESIGN)
+RETRIEVER = OptionDef("docs-retriever", None, "retriever of the docs RAG arm: bm25 (bm25s), dense (wordllama's "
+                      "bundled embeddings), hybrid (the two fused by reciprocal rank), or a name your "
+                      "pytest_longctx_retriever hook answers (default: hybrid; dense under --longctx-protocol source, "
+                      "as the write-up's vector store)")
+OPTIONS = (DOCS, REVIEW, SCORER, JUDGE, CONTEXT, DESIGN, RETRIEVER)
 
 
 @dataclass(frozen=True)
@@ -40,6 +44,8 @@ class DocsOptions:
     context: int = 0
     #: --longctx-docs-design resolved: blocks (:mod:`.design`) or full
     design: str = "full"
+    #: --longctx-docs-retriever: bm25, dense, hybrid or a name a pytest_longctx_retriever hook answers
+    retriever: str = "hybrid"
 
     def folder_or_default(self, settings: Settings) -> Path:
         """--longctx-docs, else the project's ``fixtures/docs``."""
@@ -48,7 +54,7 @@ class DocsOptions:
     def to_json(self) -> dict[str, Any]:
         return {"docs": str(self.folder) if self.folder else None, "docs_review": self.review,
                 "docs_scorer": self.scorer, "docs_judge": self.judge, "docs_context": self.context,
-                "docs_design": self.design}
+                "docs_design": self.design, "docs_retriever": self.retriever}
 
 
 def resolve(raw: dict[str, Any], settings: Settings) -> DocsOptions:
@@ -71,7 +77,9 @@ def resolve(raw: dict[str, Any], settings: Settings) -> DocsOptions:
     context = (whole_number(CONTEXT, str(raw["docs-context"]), 128) if raw["docs-context"] is not None
                else min(max(window - 512, window // 2), 1024 if settings.model.profile.runs == "cpu" else window))
     return DocsOptions(folder=folder, review=review, scorer=scorer, judge=judge, context=context,
-                       design=resolve_design(raw.get("docs-design"), settings))
+                       design=resolve_design(raw.get("docs-design"), settings),
+                       retriever=str(raw.get("docs-retriever") or ("dense" if settings.protocol == "source"
+                                                                   else "hybrid")).strip())
 
 
 def resolve_design(given: object, settings: Settings) -> str:

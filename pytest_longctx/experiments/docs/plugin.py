@@ -39,7 +39,20 @@ def pytest_configure(config: pytest.Config) -> None:
     from pytest_longctx.experiments.docs.options import OPTIONS, resolve
 
     if active(config):  # not under -p no:longctx
-        config.stash[OPTIONS_KEY] = resolve_options(config, OPTIONS, lambda raw: resolve(raw, settings(config)))
+        options = resolve_options(config, OPTIONS, lambda raw: resolve(raw, settings(config)))
+        config.stash[OPTIONS_KEY] = options
+        retriever(config, options.retriever)  # an unknown name is a usage error now, not a fixture error later
+
+
+def retriever(config: pytest.Config, name: str) -> Any:
+    """The RAG arm's retriever: a built-in one, or what a ``pytest_longctx_retriever`` hook returns for ``name``."""
+    from pytest_longctx.experiments.docs.retrievers import BUILT_IN, make_retriever
+
+    hooked = None if name in BUILT_IN else config.hook.pytest_longctx_retriever(config=config, name=name)
+    if name not in BUILT_IN and hooked is None:
+        raise pytest.UsageError(f"--longctx-docs-retriever: no retriever {name!r}; use bm25, dense or hybrid, or "
+                                "return one for this name from a pytest_longctx_retriever hook in your conftest.py")
+    return make_retriever(name, hooked)
 
 
 def docs_options(config: pytest.Config) -> DocsOptions:
@@ -102,9 +115,10 @@ def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     """Accuracy by answer depth and context size, long context vs retrieval, in the write-up's layout."""
     if not _mine(cells):
         return []
+    from pytest_longctx.experiments.docs.knobs_report import knob_tables
     from pytest_longctx.experiments.docs.report import docs_tables
 
-    return docs_tables(_mine(cells), _mine(trials))
+    return docs_tables(_mine(cells), _mine(trials)) + knob_tables(_mine(cells), _mine(trials))
 
 
 def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
@@ -119,9 +133,10 @@ def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
 
 def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:
     """Every scorer's accuracy, the judge's agreement, and RAG recall (docs trials only)."""
+    from pytest_longctx.experiments.docs.knobs_report import knob_lines
     from pytest_longctx.experiments.docs.summary import docs_summary, folder_lines
 
-    return docs_summary(record.get("trials") or []) + folder_lines(record)
+    return docs_summary(record.get("trials") or []) + knob_lines(record) + folder_lines(record)
 
 
 def pytest_longctx_graders() -> list[str]:

@@ -8,7 +8,11 @@ One JSON object per line, meant to be read and edited by a person::
 ``status`` is pending, approved, rejected or stale. An item is pinned to its document's content
 hash; when the document changes, approved and pending items become stale (never used) until a
 person approves them again. Regenerating adds new pending items and never overwrites existing
-ones, so approvals and hand edits survive. Optional fields: ``aliases`` (other accepted answers).
+ones, so approvals and hand edits survive. Optional fields: ``aliases`` (other accepted answers);
+``distractors`` (sentences that share the question's words and answer a near question, each
+``{"text", "answer"}``, inserted into the haystack by the distractor condition); ``paraphrase`` (the
+low-overlap question: ``{"question", "status", "content_overlap", "bm25", "flagged", "note", "generated_by"}``,
+reviewed on its own, see :mod:`.overlap`).
 """
 
 from __future__ import annotations
@@ -32,6 +36,36 @@ NOT_VERBATIM_NOTE = "check: answer not found verbatim in the document"
 _WS = re.compile(r"\s+")
 
 
+@dataclass(frozen=True)
+class Distractor:
+    """A sentence that shares the question's words and answers a near question, and the answer it gives."""
+
+    text: str
+    answer: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"text": self.text, "answer": self.answer}
+
+
+@dataclass
+class Paraphrase:
+    """The low-overlap form of an item's question, its measured overlap with the answer passage, its review."""
+
+    question: str
+    status: str = "pending"
+    #: share of the paraphrase's content words found in the answer passage, and its BM25 score there
+    content_overlap: float | None = None
+    bm25: float | None = None
+    #: overlap above :data:`~.overlap.FLAG_ABOVE`: a person should rewrite or reject it
+    flagged: bool = False
+    note: str = ""
+    generated_by: str = "human"
+
+    def to_json(self) -> dict[str, object]:
+        return {"question": self.question, "status": self.status, "content_overlap": self.content_overlap,
+                "bm25": self.bm25, "flagged": self.flagged, "note": self.note, "generated_by": self.generated_by}
+
+
 @dataclass
 class QAItem:
     """One question about one document, with its review state."""
@@ -45,6 +79,8 @@ class QAItem:
     note: str = ""
     generated_by: str = "human"
     aliases: tuple[str, ...] = field(default=())
+    distractors: tuple[Distractor, ...] = field(default=())
+    paraphrase: Paraphrase | None = None
 
     @property
     def golds(self) -> tuple[str, ...]:
@@ -56,6 +92,10 @@ class QAItem:
                                   "question": self.question, "answer": self.answer}
         if self.aliases:
             out["aliases"] = list(self.aliases)
+        if self.distractors:
+            out["distractors"] = [d.to_json() for d in self.distractors]
+        if self.paraphrase is not None:
+            out["paraphrase"] = self.paraphrase.to_json()
         out.update(note=self.note, generated_by=self.generated_by)
         return out
 
@@ -96,7 +136,37 @@ def parse_item(obj: object, where: str) -> QAItem:
     return QAItem(id=text["id"].strip(), doc=values["doc"].strip(), question=values["question"].strip(),
                   answer=values["answer"].strip(), doc_sha=text["doc_sha"].strip(), status=status,
                   note=text["note"], generated_by=str(obj.get("generated_by") or "human"),
-                  aliases=tuple(a.strip() for a in aliases))
+                  aliases=tuple(a.strip() for a in aliases), distractors=_distractors(obj, where),
+                  paraphrase=_paraphrase(obj, where))
+
+
+def _distractors(obj: dict[str, object], where: str) -> tuple[Distractor, ...]:
+    given = obj.get("distractors") or []
+    if not isinstance(given, list) or not all(
+            isinstance(d, dict) and all(isinstance(d.get(k), str) and str(d[k]).strip() for k in ("text", "answer"))
+            for d in given):
+        raise UsageError(f"{where}: 'distractors' must be a list of {{\"text\": ..., \"answer\": ...}} "
+                         "with non-empty strings")
+    return tuple(Distractor(str(d["text"]).strip(), str(d["answer"]).strip()) for d in given)
+
+
+def _paraphrase(obj: dict[str, object], where: str) -> Paraphrase | None:
+    given = obj.get("paraphrase")
+    if given is None:
+        return None
+    if not isinstance(given, dict) or not isinstance(given.get("question"), str) or not given["question"].strip():
+        raise UsageError(f"{where}: 'paraphrase' must be an object with a non-empty 'question'")
+    status = given.get("status") or "pending"
+    if status not in STATUSES:
+        raise UsageError(f"{where}: paraphrase status {status!r} is not one of {', '.join(STATUSES)}")
+    numbers = {k: given.get(k) for k in ("content_overlap", "bm25")}
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in numbers.values()):
+        raise UsageError(f"{where}: paraphrase content_overlap and bm25 must be numbers (or absent)")
+    return Paraphrase(question=given["question"].strip(), status=status,
+                      content_overlap=None if numbers["content_overlap"] is None else float(numbers["content_overlap"]),
+                      bm25=None if numbers["bm25"] is None else float(numbers["bm25"]),
+                      flagged=bool(given.get("flagged")), note=str(given.get("note") or ""),
+                      generated_by=str(given.get("generated_by") or "human"))
 
 
 def load_qa(path: Path) -> list[QAItem]:

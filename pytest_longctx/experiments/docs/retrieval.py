@@ -1,15 +1,14 @@
-"""The RAG arm's retriever: sentence-aligned chunks of ~N tokens and a small Okapi BM25 index.
+"""The RAG arm's material: sentence-aligned chunks of ~N tokens, the terms they are indexed by, recall facts.
 
-Standard library only. Chunks are verbatim slices of their document, cut at sentence or line
-boundaries (a sentence longer than a chunk is cut between words), so a gold answer is split
-across chunks only when its own sentence is.
+Standard library only (the retrievers are in :mod:`.retrievers`). Chunks are verbatim slices of their document,
+cut at sentence or line boundaries (a sentence longer than a chunk is cut between words), so a gold answer is
+split across chunks only when its own sentence is.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -94,40 +93,6 @@ def terms(text: str) -> list[str]:
             word = word[:-1]
         out.append(word)
     return out
-
-
-class BM25:
-    """Okapi BM25 over pre-tokenized documents (Lucene's non-negative idf)."""
-
-    def __init__(self, corpus: Sequence[Sequence[str]], k1: float = 1.5, b: float = 0.75) -> None:
-        self.k1, self.b = k1, b
-        self.tf = [Counter(doc) for doc in corpus]
-        self.lengths = [len(doc) for doc in corpus]
-        self.avgdl = (sum(self.lengths) / len(corpus)) if corpus else 0.0
-        df: Counter[str] = Counter()
-        for counts in self.tf:
-            df.update(counts.keys())
-        n = len(corpus)
-        self.idf = {term: math.log(1 + (n - f + 0.5) / (f + 0.5)) for term, f in df.items()}
-
-    def scores(self, query: Sequence[str]) -> list[float]:
-        out = []
-        for counts, length in zip(self.tf, self.lengths, strict=True):
-            norm = self.k1 * (1 - self.b + self.b * length / self.avgdl) if self.avgdl else self.k1
-            out.append(sum(self.idf[t] * counts[t] * (self.k1 + 1) / (counts[t] + norm)
-                           for t in query if t in counts))
-        return out
-
-    def top_k(self, query: Sequence[str], k: int) -> list[int]:
-        """Indices of the ``k`` best documents, best first (ties: earlier document first)."""
-        scores = self.scores(query)
-        return sorted(range(len(scores)), key=lambda i: (-scores[i], i))[:k]
-
-
-def retrieve(chunks: Sequence[Chunk], question: str, k: int) -> list[Chunk]:
-    """The ``k`` chunks BM25 ranks highest for ``question``, best first."""
-    index = BM25([terms(c.text) for c in chunks])
-    return [chunks[i] for i in index.top_k(terms(question), k)]
 
 
 def retrieval_detail(retrieved: Sequence[Chunk], answer_doc: str, golds: Sequence[str]) -> dict[str, object]:
