@@ -113,6 +113,9 @@ def _finish(session: pytest.Session) -> None:
     from pytest_longctx.session.sequential import apply as apply_sequential
 
     apply_sequential(config, record)  # --longctx-sequential: the e-processes' verdicts, or the final look's
+    from pytest_longctx.session.money import account
+
+    _guarded(state, "the ledger's usage", lambda: account(config, record, models))  # what was sent and billed
     if settings.plan:
         _guarded(state, "the plan summary", lambda: record.__setitem__("plan", state.plan.summary()))
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))

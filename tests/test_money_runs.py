@@ -1,0 +1,58 @@
+"""Money end to end against the local Messages-API server: the ledger's budget stops spending where requests leave,
+and the record's requests, tokens and dollars are the server's own count, in every mode.
+
+The pass-key model (``anthropic/claude-test``) is unknown to genai-prices: ``--longctx-prices`` prices it, high
+enough that a few requests pass a small budget.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from pytest_longctx.backends.prices import Rates
+from tests.passkey_api import MODEL
+
+#: $1,000 / $2,000 per million tokens in / out: a pass-key request (~100-300 tokens in, <= 16 out) costs ~$0.1-0.3.
+PRICES = ("--longctx-prices", f"{MODEL}=1000/2000")
+RATES = Rates.of_input(1000, 2000)
+
+
+def server_usd(stats: Any, rates: Rates = RATES, batch: bool = False) -> float:
+    """Dollars of what the server answered, at ``rates`` (no tiers: the totals suffice)."""
+    usd = (stats.input_tokens * rates.input + stats.output_tokens * rates.output
+           + stats.cache_creation_input_tokens * rates.cache_write + stats.cache_read_input_tokens * rates.cache_read)
+    return usd / 1e6 * (0.5 if batch else 1.0)
+
+
+def assert_usage_is_the_servers(usage: dict[str, Any], stats: Any, rates: Rates = RATES) -> None:
+    """The record's requests, tokens and dollars equal what the server received and answered."""
+    assert usage["ledger"] is True
+    assert usage["calls"] == stats.endpoints.get("messages", 0)
+    assert usage["sent_input_tokens"] == stats.input_tokens
+    assert usage["paid_output_tokens"] == stats.output_tokens
+    assert usage["cache_creation_input_tokens"] == stats.cache_creation_input_tokens
+    assert usage["cache_read_input_tokens"] == stats.cache_read_input_tokens
+    assert usage["usd"] == pytest.approx(server_usd(stats, rates), rel=1e-9, abs=1e-6)
+
+
+@pytest.mark.parametrize("prefetch", ["on", "off"])
+def test_a_budget_stops_sending_and_the_record_is_the_servers_count(runner: Any, api: Any, prefetch: str) -> None:
+    srv = api(latency=0.01)
+    run = runner.run("--longctx-samples", "20", *PRICES, "--longctx-budget", "2", "--longctx-prefetch", prefetch,
+                     "--longctx-max-concurrency", "4", "-rs", model=MODEL, cache=True)
+    record, stats = run.record, srv.stats
+    assert run.ret == pytest.ExitCode.INTERRUPTED, run.result.stdout.str()
+    assert record["stopped"].startswith("--longctx-budget: $2.00 reached"), record["stopped"]
+    usage = record["usage"]
+    assert_usage_is_the_servers(usage, stats)
+    sent = stats.endpoints["messages"]
+    assert 0 < sent < 40 and usage["refused"] >= 1
+    assert usage["usd"] <= 2.0  # every estimate is an upper bound here: in flight counted, never past the budget
+    assert usage["budget"]["answered"] == sent and usage["budget"]["spent_usd"] == pytest.approx(usage["usd"])
+    outcomes = [t["outcome"] for t in record["trials"]]
+    assert "incorrect" not in outcomes and "error" not in outcomes  # a budget stop is no wrong answer, no error
+    assert len(outcomes) == sent  # every answer paid for is used
+    skips = [line for line in run.result.stdout.lines if line.startswith("SKIPPED")]
+    assert skips and all("--longctx-budget: $2.00 reached" in line for line in skips), skips  # each says why
