@@ -44,7 +44,7 @@ def test_a_budget_stops_sending_and_the_record_is_the_servers_count(runner: Any,
                      "--longctx-max-concurrency", "4", "-rs", model=MODEL, cache=True)
     record, stats = run.record, srv.stats
     assert run.ret == pytest.ExitCode.INTERRUPTED, run.result.stdout.str()
-    assert record["stopped"].startswith("--longctx-budget: $2.00 reached"), record["stopped"]
+    assert record["stopped"].startswith("--longctx-budget: the budget is $2.00; $"), record["stopped"]
     usage = record["usage"]
     assert_usage_is_the_servers(usage, stats)
     sent = stats.endpoints["messages"]
@@ -55,4 +55,30 @@ def test_a_budget_stops_sending_and_the_record_is_the_servers_count(runner: Any,
     assert "incorrect" not in outcomes and "error" not in outcomes  # a budget stop is no wrong answer, no error
     assert len(outcomes) == sent  # every answer paid for is used
     skips = [line for line in run.result.stdout.lines if line.startswith("SKIPPED")]
-    assert skips and all("--longctx-budget: $2.00 reached" in line for line in skips), skips  # each says why
+    assert skips and all("--longctx-budget: the budget is $2.00" in line for line in skips), skips  # each says why
+
+
+def test_a_batch_is_cut_to_the_budget_and_its_usage_is_the_servers(runner: Any, api: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    srv = api(batch_delay=0.0)
+    whole = runner.run("--longctx-samples", "10", *PRICES, "--longctx-batch", model=MODEL, cache=True)
+    stats = srv.stats
+    assert whole.ret == 0 and sum(stats.batch_requests) == stats.batch_answered == 20
+    usage = whole.record["usage"]
+    assert usage["calls"] == 20 and usage["sent_input_tokens"] == stats.batch_input_tokens
+    assert usage["paid_output_tokens"] == stats.batch_output_tokens
+    batch_usd = (stats.batch_input_tokens * RATES.input + stats.batch_output_tokens * RATES.output) / 1e6 / 2
+    assert usage["usd"] == pytest.approx(batch_usd, rel=1e-9)  # half price: Anthropic's batch discount
+
+    srv.reset_stats()  # a budget for about half of it: the batch holds what the budget buys, the rest is not sent
+    cut = runner.run("--longctx-samples", "10", *PRICES, "--longctx-batch", "--longctx-budget", f"{batch_usd / 2:.4f}",
+                     "--longctx-cache-dir", str(runner.pytester.path / "cache-2"), "-rs", model=MODEL, cache=True)
+    stats, usage = srv.stats, cut.record["usage"]
+    assert cut.ret == pytest.ExitCode.INTERRUPTED and "--longctx-budget: the budget is" in cut.record["stopped"]
+    assert 0 < sum(stats.batch_requests) == usage["calls"] < 20 and usage["refused"] >= 1
+    assert usage["sent_input_tokens"] == stats.batch_input_tokens and usage["usd"] <= batch_usd / 2
+    assert usage["usd"] == pytest.approx((stats.batch_input_tokens * RATES.input + stats.batch_output_tokens
+                                          * RATES.output) / 1e6 / 2, rel=1e-9)
+    assert len(cut.record["trials"]) == usage["calls"] and cut.record["batch"]["refused"]
+    assert all(t["outcome"] == "correct" for t in cut.record["trials"])

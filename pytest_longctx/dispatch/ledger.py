@@ -142,8 +142,8 @@ class Ledger:
             if state.get("stop") or (budget is not None and committed + usd > budget):
                 entry["refused"] += 1
                 if not state.get("stop"):
-                    state["stop"] = (f"--longctx-budget: ${budget:,.2f} reached (${committed:,.2f} spent or in "
-                                     f"flight; the next request, to {model}, would cost up to ${usd:,.2f})")
+                    state["stop"] = (f"--longctx-budget: the budget is ${budget:,.2f}; ${committed:,.2f} spent or "
+                                     f"in flight, and the next request (to {model}, up to ${usd:,.2f}) would pass it")
                 refused = str(state["stop"])
             else:
                 entry["requests"] += 1

@@ -136,6 +136,9 @@ def start_prefetch(config: pytest.Config) -> None:
         lane = BatchRounds(s, cache, work, plan_file, gate, StatusLine(lambda text: tw.write(text, flush=True),
                                                                          tty=False))
         lane.unneeded = unneeded_of(config)  # per-alarm stops: no later round asks for trials settled alarms cover
+        from pytest_longctx.dispatch.ledger import Ledger
+
+        lane.run.ledger = Ledger.beside(shared.stop_file)  # each request debited at the batch price before a round
         lane.prepare()
         state.batch = lane
         lane.start()
@@ -145,7 +148,10 @@ def start_prefetch(config: pytest.Config) -> None:
 
         tw = config.get_terminal_writer()
         tty = bool(getattr(config.pluginmanager.get_plugin("terminalreporter"), "isatty", False))
-        state.batch = run_batches(s, cache, work, plan_file, StatusLine(lambda text: tw.write(text, flush=True), tty))
+        from pytest_longctx.dispatch.ledger import Ledger
+
+        state.batch = run_batches(s, cache, work, plan_file, StatusLine(lambda text: tw.write(text, flush=True), tty),
+                                  ledger=Ledger.beside(shared.stop_file))
         (work / "done").touch()
     else:
         assert dispatcher is not None
