@@ -50,16 +50,19 @@ def request_stop(config: pytest.Config, reason: str, *, drain: bool = False) -> 
 
 
 def create_ledger(config: pytest.Config) -> None:
-    """The run's ledger beside its stop file: the budget and the price of every model it may call."""
+    """The run's ledger beside its stop file: the budget and the price of every model it may call (the plan's tally
+    prices at the same prices, and adds judge calls at the judge's)."""
     from pytest_longctx.dispatch.ledger import Ledger
 
     s = config.stash[SETTINGS_KEY]
     specs = dict.fromkeys((*s.models, s.model, s.judge))
     ledger = Ledger.create(Path(f"{config.stash[SHARED_KEY].stop_file}.ledger"), s.budget,
                            {spec.spec: s.price(spec) for spec in specs})
-    display = config.stash[RUN_KEY].display
-    if display is not None:
-        display.ledger = ledger  # the progress line counts what the ledger counts
+    state = config.stash[RUN_KEY]
+    if state.display is not None:
+        state.display.ledger = ledger  # the progress line counts what the ledger counts
+    state.plan.prices = {spec.spec: s.price(spec) for spec in specs}  # --longctx-plan prices at the same prices
+    state.plan.judge = s.judge.spec
 
 
 def budget_stop(config: pytest.Config) -> None:
