@@ -27,7 +27,8 @@ def estimated_spend(usage: dict[str, Any], settings: Settings) -> float:
     (0 for free models or an unknown price); input as billed (prompt-cache writes 1.25x, reads 0.1x)."""
     if "usd" in usage:
         return float(usage["usd"]) + float(usage.get("abandoned_usd", 0.0))
-    price = settings.price(settings.model)
+    overrides = {p.model: p for p in getattr(settings, "prices", ())}  # --longctx-prices
+    price = overrides.get(settings.model.spec) or settings.model.profile.price
     if price is None:
         return 0.0
     billed = usage.get("billed_input_tokens", usage["paid_input_tokens"])
