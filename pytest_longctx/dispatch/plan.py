@@ -158,7 +158,41 @@ def format_plan(plan: dict[str, Any]) -> list[str]:
                          f"against <= ${m['est_batch_uncached_cost_usd']:.2f} uncached: ${saved:.2f} saved "
                          f"({saved / max(1e-9, m['est_batch_uncached_cost_usd']):.0%})")
     lines.append(plan["note"])
+    if (total := gate_cost_line(plan)) is not None:
+        lines.append(total)
     return lines
+
+
+def gate_cost(plan: dict[str, Any]) -> dict[str, Any] | None:
+    """What the sequential gate's whole run costs (None without a sequential plan or a price): the requests no
+    alarm covers in full, plus each alarm's mean (and 95th-percentile) dollars to its decision, per case. The
+    95th percentile of the sum is at most the sum of the alarms' (they stop apart): that bound is given."""
+    alarms = (plan.get("sequential") or {}).get("alarms") or []
+    costs = [m.get("est_max_cost_usd") for m in plan["models"].values()]
+    if not alarms or any(c is None for c in costs):
+        return None
+    whole = float(sum(c for c in costs if c is not None))
+    rest = max(0.0, whole - sum(float(a["usd"]) for a in alarms))
+    cases: dict[str, dict[str, float]] = {}
+    for alarm in alarms:
+        for name, case in alarm["cases"].items():
+            entry = cases.setdefault(name, {"usd_mean": rest, "usd_p95": rest})
+            entry["usd_mean"] += float(case["usd_mean"])
+            entry["usd_p95"] += float(case["usd_p95"])
+    rounded = {n: {k: round(v, 2) for k, v in c.items()} for n, c in cases.items()}
+    return {"whole_usd": round(whole, 2), "cases": rounded}
+
+
+def gate_cost_line(plan: dict[str, Any]) -> str | None:
+    """``this gate run costs about $X (p95 $Y) if nothing changed, ...``: the whole sequential run in one line."""
+    cost = gate_cost(plan)
+    if cost is None:
+        return None
+    parts = [f"${c['usd_mean']:,.2f} (p95 ${c['usd_p95']:,.2f}) " + ("if nothing changed" if name == "no change"
+                                                                      else f"at a {name}")
+             for name, c in cost["cases"].items()]
+    return (f"this gate run costs about {parts[0]}" + "".join(f", {p}" for p in parts[1:])
+            + f"; the whole design ${cost['whole_usd']:,.2f} (list prices, at most the output cap)")
 
 
 def read_plan(plan_file: Path) -> Iterator[dict[str, Any]]:
