@@ -228,10 +228,12 @@ class Dispatcher:
         except asyncio.CancelledError:  # cancel(): the run stopped
             pass
 
-    def cancel(self, reason: str, *, drain: bool = False) -> None:
-        """Stop now, from any thread (a signal handler too): no request starts after this; those in flight are
-        abandoned (``drain``: answered and stored first, as a budget stop does: they are paid for); answers already
-        received are in the cache. Then :meth:`join` returns promptly (after ``drain``, once those answered)."""
+    def cancel(self, reason: str, *, drain: bool = True) -> None:
+        """Stop, from any thread (a signal handler too): no request starts after this. ``drain`` (a budget or a
+        gate stop): those in flight are answered and stored first (they are paid for; the record counts what they
+        cost); else (a signal, -x, a fatal error: stop means stop) they are abandoned, counted in the ledger as
+        abandoned at their estimate. Answers already received are in the cache. :meth:`join` then returns
+        promptly (after ``drain``, once those in flight are answered)."""
         with self._lock:
             first, self.cancelled = self.cancelled is None, self.cancelled or reason
             loop, task = self._loop, self._task
