@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.prices import Price, price_of
-from pytest_longctx.backends.prompt_cache import WRITE_FACTOR_1H, billed_input, min_cacheable_tokens
+from pytest_longctx.backends.prompt_cache import READ_FACTOR, WRITE_FACTOR, WRITE_FACTOR_1H, min_cacheable_tokens
 
 #: A judge call the plan cannot build (its prompt holds the model's answer): assumed input tokens and output cap.
 JUDGE_INPUT_TOKENS = 200
@@ -91,7 +91,7 @@ class PlanTally:
         With prompt caching (requests that mark a shared prefix), the first uncached request of each prefix writes
         it (the model's cache-write price), the others read it (its cache-read price); a prefix under the model's
         minimum is plain input. ``input_tokens`` stays the uncached figure; ``billed_input_tokens`` is what the
-        estimate charges, in plain-input tokens at the usual multiples (writes 1.25x, reads 0.1x).
+        estimate charges, in plain-input tokens at the model's own multiples (usually writes 1.25x, reads 0.1x).
 
         Batches (``est_batch_cost_usd``): every token at half price, and shared prefixes with the 1-hour lifetime the
         batch path sends (its write price; ``batch_billed_input_tokens`` at 2x), beside the same batch without prompt
@@ -103,8 +103,9 @@ class PlanTally:
         for model, m in sorted(self._models.items()):
             price = self.price(model)
             plain = m["input_tokens"] - m["cache_write_tokens"] - m["cache_read_tokens"]
-            billed = billed_input(plain, m["cache_write_tokens"], m["cache_read_tokens"])
-            batch_billed = billed_input(plain, m["cache_write_tokens"], m["cache_read_tokens"], WRITE_FACTOR_1H)
+            write, write_1h, read = _factors(price)
+            billed = plain + write * m["cache_write_tokens"] + read * m["cache_read_tokens"]
+            batch_billed = plain + write_1h * m["cache_write_tokens"] + read * m["cache_read_tokens"]
             row = {k: v for k, v in m.items() if k not in _COSTS and k != "price_unknown"}
             known = price is not None
             out[model] = {**row, "tokenizers": sorted(m["tokenizers"]), "billed_input_tokens": round(billed),
@@ -130,6 +131,15 @@ def summarize_plan(entries: Iterable[dict[str, Any]]) -> dict[str, Any]:
     return tally.summary()
 
 
+def _factors(price: Price | None) -> tuple[float, float, float]:
+    """The model's cache write (5-minute, 1-hour) and read prices as multiples of its input price (the usual
+    1.25x, 2x and 0.1x when unknown or free)."""
+    if price is None or not price.rates.input:
+        return WRITE_FACTOR, WRITE_FACTOR_1H, READ_FACTOR
+    r = price.rates
+    return r.cache_write / r.input, r.cache_write_1h / r.input, r.cache_read / r.input
+
+
 def _usd(value: float | None) -> str:
     return "price unknown" if value is None else f"${value:,.2f}"
 
@@ -147,14 +157,17 @@ def format_plan(plan: dict[str, Any]) -> list[str]:
                      f"{m['input_tokens']:,} input tokens ({', '.join(m['tokenizers']) or 'estimated'}), "
                      f"<= {m['max_output_tokens']:,} output tokens; {cost}")
         if m.get("prefix_groups") and price is not None:
+            write, write_1h, read = _factors(Price.from_json(price))
             lines.append(f"{model}: prompt cache: {m['prefix_groups']:,} shared prefixes written "
-                         f"({m['cache_write_tokens']:,} tokens at 1.25x), {m['cache_read_tokens']:,} tokens read at "
-                         f"0.1x; billed input {m['billed_input_tokens']:,} of {m['input_tokens']:,} uncached "
+                         f"({m['cache_write_tokens']:,} tokens at {write:.3g}x), {m['cache_read_tokens']:,} tokens "
+                         f"read at {read:.3g}x; billed input {m['billed_input_tokens']:,} of {m['input_tokens']:,} "
+                         "uncached "
                          f"({m['billed_input_tokens'] / max(1, m['input_tokens']):.3f}; uncached input "
                          f"${m['est_uncached_input_cost_usd']:.2f})")
             saved = m["est_batch_uncached_cost_usd"] - m["est_batch_cost_usd"]
             lines.append(f"{model}: with batches: <= ${m['est_batch_cost_usd']:.2f} with the 1-hour prompt cache "
-                         f"(half price; writes 2x, reads 0.1x: billed input {m['batch_billed_input_tokens']:,}) "
+                         f"(half price; writes {write_1h:.3g}x, reads {read:.3g}x: billed input "
+                         f"{m['batch_billed_input_tokens']:,}) "
                          f"against <= ${m['est_batch_uncached_cost_usd']:.2f} uncached: ${saved:.2f} saved "
                          f"({saved / max(1e-9, m['est_batch_uncached_cost_usd']):.0%})")
     lines.append(plan["note"])
