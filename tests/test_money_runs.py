@@ -82,3 +82,26 @@ def test_a_batch_is_cut_to_the_budget_and_its_usage_is_the_servers(runner: Any, 
                                           * RATES.output) / 1e6 / 2, rel=1e-9)
     assert len(cut.record["trials"]) == usage["calls"] and cut.record["batch"]["refused"]
     assert all(t["outcome"] == "correct" for t in cut.record["trials"])
+
+
+def test_a_sequential_plan_is_refused_as_the_run_is(runner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-dummy")
+    for extra in ((), ("--longctx-plan",)):
+        run = runner.run("--longctx-sequential", *extra, model=MODEL)
+        assert run.ret == pytest.ExitCode.USAGE_ERROR
+        assert "--longctx-sequential: needs --longctx-compare PATH" in run.result.stderr.str()
+
+
+def test_the_plan_prices_a_sequential_gate_run_in_one_line() -> None:
+    from pytest_longctx.dispatch.plan import gate_cost_line
+
+    plan = {"models": {"anthropic/claude-sonnet-4-6": {"est_max_cost_usd": 80.0}}, "sequential": {"alarms": [
+        {"usd": 60.0, "cases": {"no change": {"usd_mean": 15.0, "usd_p95": 30.0},
+                                "drop 0.05": {"usd_mean": 40.0, "usd_p95": 60.0}}},
+        {"usd": 10.0, "cases": {"no change": {"usd_mean": 2.0, "usd_p95": 5.0},
+                                "drop 0.05": {"usd_mean": 6.0, "usd_p95": 10.0}}}]}}
+    assert gate_cost_line(plan) == ("this gate run costs about $27.00 (p95 $45.00) if nothing changed, $56.00 "
+                                    "(p95 $80.00) at a drop of 0.05; the whole design $80.00 (list prices, at most "
+                                    "the output cap)")  # $10 no alarm covers + each alarm's cost to its decision
+    unknown = {**plan, "models": {"anthropic/claude-x": {"est_max_cost_usd": None}}}
+    assert gate_cost_line(unknown) is None and gate_cost_line({**plan, "sequential": {"alarms": []}}) is None

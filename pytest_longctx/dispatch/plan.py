@@ -202,7 +202,7 @@ def gate_cost_line(plan: dict[str, Any]) -> str | None:
     if cost is None:
         return None
     parts = [f"${c['usd_mean']:,.2f} (p95 ${c['usd_p95']:,.2f}) " + ("if nothing changed" if name == "no change"
-                                                                      else f"at a {name}")
+                                                                      else f"at a {name.replace(' ', ' of ', 1)}")
              for name, c in cost["cases"].items()]
     return (f"this gate run costs about {parts[0]}" + "".join(f", {p}" for p in parts[1:])
             + f"; the whole design ${cost['whole_usd']:,.2f} (list prices, at most the output cap)")
