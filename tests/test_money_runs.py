@@ -54,6 +54,10 @@ def test_a_budget_stops_sending_and_the_record_is_the_servers_count(runner: Any,
     outcomes = [t["outcome"] for t in record["trials"]]
     assert "incorrect" not in outcomes and "error" not in outcomes  # a budget stop is no wrong answer, no error
     assert len(outcomes) == sent  # every answer paid for is used
+    html = (run.report_dir / "longctx.partial.html").read_text(encoding="utf-8")  # the partial report says it too
+    assert f"<dt>spent</dt><dd>${usage['usd']:,.2f} <span class=muted>({sent:,} requests sent" in html
+    assert "<dt>budget</dt>" in html and f"bought {sent:,} answers" in html
+    assert f"<dt>tokens sent in / out</dt><dd>{usage['paid_input_tokens']:,} / {stats.output_tokens:,}" in html
     skips = [line for line in run.result.stdout.lines if line.startswith("SKIPPED")]
     assert skips and all("--longctx-budget: the budget is $2.00" in line for line in skips), skips  # each says why
 

@@ -121,7 +121,11 @@ def test_three_models_one_session_pair_rank_and_gate_the_regressed_one(pytester:
         assert cost["usd"] == pytest.approx((served["input_tokens"] * inp + served["output_tokens"] * outp) / 1e6)
         assert records[spec]["usage"]["usd"] == cost["usd"] and records[spec]["usage"]["calls"] == 200
     assert run_record["usage"]["calls"] == 600 == srv.stats.endpoints["messages"]
+    from pytest_longctx.reporting.decision import run_status
+
+    assert run_record["usage"]["trials"] == run_status(run_record).trials == 600  # the verdict box's count adds up
 
     html = (report / "longctx.html").read_text(encoding="utf-8")
     assert "Models side by side" in html and html.count("lrt: models side by side") == 1
+    assert "<dt>model calls</dt><dd>600 " in html and "<dt>per model</dt>" in html
     assert "lrt: models side by side" in out  # and in the terminal

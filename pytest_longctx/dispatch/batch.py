@@ -34,7 +34,7 @@ from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress_text, size_text
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.prefetch import sent_path, stopped_path, write_error
 from pytest_longctx.errors import UsageError
@@ -107,8 +107,6 @@ class BatchRun:
         if completion is None:
             self.ledger.release(ticket, failed=True)
         else:
-            from pytest_longctx.dispatch.client import settle
-
             settle(self.ledger, ticket, completion, ttl_1h=True)
 
 

@@ -16,7 +16,7 @@ from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, r
 from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
 from pytest_longctx.dispatch.skips import BudgetStopped, Planned, RunStopped
 from pytest_longctx.errors import NotCachedError
 
@@ -192,13 +192,6 @@ class ModelClient:
                 self._prefix_counts.clear()
             self._prefix_counts[group] = self.backend.count_tokens(prefix)
         return self._prefix_counts[group]
-
-
-def settle(ledger: Ledger, ticket: Any, completion: Completion, *, ttl_1h: bool = False) -> float:
-    """Settle ``ticket`` to what ``completion`` reports (its ``input_tokens`` count the cache's tokens too)."""
-    written, read = completion.cache_creation_input_tokens, completion.cache_read_input_tokens
-    return ledger.settle(ticket, max(0, completion.input_tokens - written - read), completion.output_tokens, written,
-                         read, ttl_1h=ttl_1h)
 
 
 def append_line(path: Path, line: str) -> None:

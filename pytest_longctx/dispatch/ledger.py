@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.backends.base import Completion
 from pytest_longctx.backends.prices import Price
 from pytest_longctx.backends.prompt_cache import billed_input
 from pytest_longctx.util.fsutil import atomic_write_text
@@ -222,3 +223,10 @@ def as_usage(entry: Mapping[str, Any]) -> dict[str, Any]:
             "billed_input_tokens": round(billed_input(sent_input, written, read)),
             "usd": round(float(entry.get("usd", 0.0)), 6),
             "abandoned_usd": round(float(entry.get("abandoned_usd", 0.0)), 6)}
+
+
+def settle(ledger: Ledger, ticket: Ticket, completion: Completion, *, ttl_1h: bool = False) -> float:
+    """Settle ``ticket`` to what ``completion`` reports (its ``input_tokens`` count the cache's tokens too)."""
+    written, read = completion.cache_creation_input_tokens, completion.cache_read_input_tokens
+    return ledger.settle(ticket, max(0, completion.input_tokens - written - read), completion.output_tokens, written,
+                         read, ttl_1h=ttl_1h)

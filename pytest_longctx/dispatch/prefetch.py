@@ -24,7 +24,7 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.lanes import LaneQueue
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.skips import RunStopped
 from pytest_longctx.errors import BackendError, FatalBackendError
@@ -327,8 +327,6 @@ class Dispatcher:
                 self.progress.failed += 1
             return
         if self.ledger is not None:
-            from pytest_longctx.dispatch.client import settle
-
             settle(self.ledger, ticket, completion)
         sent = sent_path(self.work, key)  # marked before it is stored: a waiter finding it counts a request sent
         sent.parent.mkdir(parents=True, exist_ok=True)

@@ -149,6 +149,8 @@ def run_facts(record: Mapping[str, Any]) -> str:
         _fact("tokenizer", esc(", ".join(s.get("tokenizers") or []) or "–")),
         _fact("model calls", f"{esc(usage.get('calls', 0))} <span class=muted>({esc(usage.get('cache_hits', 0))} "
               "cache hits)</span>"),
+        _fact("tokens sent in / out", f"{int(usage.get('paid_input_tokens', 0)):,} / "
+              f"{int(usage.get('paid_output_tokens', 0)):,}") if usage.get("ledger") else
         _fact("tokens in / out", f"{int(usage.get('input_tokens', 0)):,} / {int(usage.get('output_tokens', 0)):,}"),
         _fact("billed input", _billed(usage)),
         _fact("judge", esc(s.get("judge") or "–")),

@@ -361,7 +361,10 @@ def resolve(config: pytest.Config) -> Settings:
                else model.profile.default_samples)
     from pytest_longctx.session.money import check_money
 
-    prices, window, budget = check_money(raw, by, models, model, judge)
+    window_given = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
+                    else None)
+    budget = _dollars(by["budget"], raw["budget"])
+    prices, window = check_money(raw, by, models, model, judge, window_given, budget)
     cache = str(raw["cache"])
     if cache not in CACHE_MODES:
         raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")

@@ -118,7 +118,7 @@ def _finish(session: pytest.Session) -> None:
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
     if state.batch is not None:
         _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
-    from pytest_longctx.session.money import account
+    from pytest_longctx.session.spend import account
 
     _guarded(state, "the ledger's usage", lambda: account(config, record, models))  # what was sent and billed
     if state.dispatcher is not None:
