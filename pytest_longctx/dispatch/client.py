@@ -115,23 +115,8 @@ class ModelClient:
                 raise RunStopped(self.stop_file.read_text(encoding="utf-8").strip() or "stopped")
             if unneeded is not None:  # every alarm covering this trial settled: not sent
                 unneeded()
-            ticket = self._reserve(request)
             start = time.perf_counter()
-            try:
-                if in_process:
-                    completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
-                else:
-                    completion = await self.backend.complete(request)
-            except Exception:  # sent, not answered: a failed request, nothing billed
-                if ticket is not None and self.ledger is not None:
-                    self.ledger.release(ticket, failed=True)
-                raise
-            except BaseException:  # abandoned in flight (cancelled, interrupted): its estimate stays spent
-                if ticket is not None and self.ledger is not None:
-                    self.ledger.abandon(ticket)
-                raise
-            if ticket is not None and self.ledger is not None:
-                settle(self.ledger, ticket, completion)
+            completion = await self._send(request, oracle if in_process else None, in_process)
             completion.latency_s = completion.latency_s or (time.perf_counter() - start)
         if use_cache:
             assert self.cache is not None
@@ -143,6 +128,26 @@ class ModelClient:
                     self._put_failed = True
                     warnings.warn(f"longctx cache: cannot store answers in {self.cache.root} ({exc.strerror or exc}); "
                                   "this run keeps them, a re-run will send them again", stacklevel=2)
+        return completion
+
+    async def _send(self, request: Request, oracle: Oracle | None, in_process: bool) -> Completion:
+        """Debit the ledger, send, and settle the debit to the answer's usage (or release / abandon it)."""
+        ticket = self._reserve(request)
+        try:
+            if in_process:
+                completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
+            else:
+                completion = await self.backend.complete(request)
+        except Exception:  # sent, not answered: a failed request, nothing billed
+            if ticket is not None and self.ledger is not None:
+                self.ledger.release(ticket, failed=True)
+            raise
+        except BaseException:  # abandoned in flight (cancelled, interrupted): its estimate stays spent
+            if ticket is not None and self.ledger is not None:
+                self.ledger.abandon(ticket)
+            raise
+        if ticket is not None and self.ledger is not None:
+            settle(self.ledger, ticket, completion)
         return completion
 
     def _reserve(self, request: Request) -> Any:
