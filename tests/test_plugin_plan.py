@@ -50,12 +50,13 @@ def test_plan_sends_nothing(longctx_runner: Any, mode_args: list[str]) -> None:
     assert plan["trials"] == 4
     counter = TiktokenCounter()
     expected_tokens = 2 * (counter.count("word " * 10) + counter.count("word " * 100))
+    assert plan["models"]["fake/perfect"].pop("price")["free"] is True  # a model that runs here costs nothing
     assert plan["models"] == {"fake/perfect": {
         "requests": 4, "cached": 0, "input_tokens": expected_tokens, "max_output_tokens": 32,
         "tokenizers": ["tiktoken/cl100k_base"], "est_input_cost_usd": 0.0, "est_max_cost_usd": 0.0,
         "est_batch_cost_usd": 0.0, "est_uncached_input_cost_usd": 0.0, "billed_input_tokens": expected_tokens,
         "batch_billed_input_tokens": expected_tokens, "est_batch_uncached_cost_usd": 0.0,
-        "cache_write_tokens": 0, "cache_read_tokens": 0, "prefix_groups": 0,
+        "cache_write_tokens": 0, "cache_read_tokens": 0, "prefix_groups": 0, "judge_requests": 0,
     }}
     assert record["settings"]["plan"] is True
 

@@ -98,6 +98,9 @@ def test_record_schema_and_history_from_runs(longctx_runner: Any) -> None:
     assert trial["nodeid"] == "test_prompts.py::test_prompt[12-s1]"
     assert trial["item"] == "needle-12" and trial["answer"] == str(trial["expected"])
     assert trial["detail"]["tokens"] > 0 and trial["outcome"] == "correct"
+    ledger = {k: record["usage"].pop(k) for k in ("ledger", "answered", "failed", "abandoned", "refused",
+                                                  "sent_input_tokens", "usd", "abandoned_usd", "models", "prices")}
+    assert ledger["ledger"] is True and ledger["answered"] == 4 and ledger["usd"] == 0.0  # the ledger's count
     assert record["usage"] == {"trials": 4, "calls": 4, "cache_hits": 0,
                                "input_tokens": sum(t["input_tokens"] for t in record["trials"]),
                                "output_tokens": sum(t["output_tokens"] for t in record["trials"]),

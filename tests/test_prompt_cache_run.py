@@ -10,6 +10,7 @@ import pytest
 
 import pytest_longctx.backends.anthropic  # noqa: F401  (same reason)
 from tests.passkey_api import MODEL
+from tests.test_money_runs import PRICES, RATES, assert_usage_is_the_servers
 
 #: Two samples x four prompt variants; the variants of a sample share its documents (~1,300 server tokens).
 EVAL = '''
@@ -49,8 +50,9 @@ def _cache_use(trials: list[dict[str, Any]], sample: int) -> list[tuple[bool, bo
 
 def test_siblings_read_the_prefix_their_first_wrote_and_the_run_shows_it(qa_like: Any, api: Any) -> None:
     srv = api()
-    run = qa_like.run("--longctx-samples", "2", model=MODEL, cache=True)  # prefetch: the controller sends them all
+    run = qa_like.run("--longctx-samples", "2", *PRICES, model=MODEL, cache=True)  # prefetch: the controller sends all
     assert run.ret == 0, run.result.stdout.str()[-2000:]
+    assert_usage_is_the_servers(run.record["usage"], srv.stats)  # tokens, cache writes and reads, at their prices
     trials = run.record["trials"]
     assert [t["outcome"] for t in trials] == ["correct"] * 8
     for sample in (0, 1):  # one variant wrote the documents, the other three read them
@@ -117,9 +119,13 @@ def test_a_batch_sends_the_breakpoints_and_records_what_the_cache_billed(qa_like
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
     srv = api(batch_delay=0.1)
-    run = qa_like.run("--longctx-samples", "2", "--longctx-batch", "true", model=MODEL, cache=True)
+    run = qa_like.run("--longctx-samples", "2", "--longctx-batch", "true", *PRICES, model=MODEL, cache=True)
     assert run.ret == 0 and srv.stats.endpoints.get("batches.create") == 1 and "messages" not in srv.stats.endpoints
-    usage = run.record["usage"]
+    usage, stats = run.record["usage"], srv.stats
+    assert usage["calls"] == stats.batch_answered == 8 and usage["sent_input_tokens"] == stats.batch_input_tokens
+    assert usage["usd"] == pytest.approx((stats.batch_input_tokens * RATES.input + stats.batch_output_tokens
+                                          * RATES.output + stats.cache_creation_input_tokens * RATES.cache_write_1h
+                                          + stats.cache_read_input_tokens * RATES.cache_read) / 1e6 / 2)
     assert (srv.stats.prompt_cache_writes, srv.stats.prompt_cache_reads) == (2, 6)  # the server answers in order
     assert srv.stats.prompt_cache_writes_1h == 2  # a batch's breakpoints carry the 1-hour lifetime
     assert usage["cache_creation_input_tokens"] == srv.stats.cache_creation_input_tokens > 0

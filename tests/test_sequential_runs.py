@@ -77,9 +77,10 @@ def test_sequential_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.
 
 def test_a_budget_stops_the_run_with_its_reason(pytester: pytest.Pytester, api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))
-    code, record, out = run_lrt(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5")
+    code, record, out = run_lrt(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5",
+                                "--longctx-prices", "anthropic/claude-prod=3/15")
     assert code == 2, out  # stopped: the verdicts were not reached
     assert not (pytester.path / "budget" / "longctx.json").exists()  # no complete run to stand for
-    assert record["stopped"].startswith("--longctx-budget: $0.5") and "the budget is $0.50" in record["stopped"]
+    assert record["stopped"].startswith("--longctx-budget: ") and "the budget is $0.50" in record["stopped"]
     assert 0 < len(record["trials"]) < 400
     assert all(t["outcome"] != "error" for t in record["trials"])

@@ -129,13 +129,17 @@ def test_an_in_process_and_a_remote_model_each_get_their_own_backend(runner: Any
     trial reaches its own model's backend, and only the remote model's requests reach the server."""
     srv = api()
     done = runner.run(*_models("anthropic/claude-test", "fake/wrong"), "--longctx-samples", "3", "-n", "2",
-                      model=None)
+                      "--longctx-prices", "anthropic/claude-test=3/15", model=None)
     assert done.ret == 0, done.result.stdout.str()
     side = done.record["models"]["experiments"]["demo"]["models"]
     assert side["anthropic/claude-test"]["pooled"]["accuracy"] == 1.0 and side["fake/wrong"]["pooled"]["accuracy"] == 0
     assert len(srv.stats.requests) == 6 and {b["model"] for b in srv.stats.requests} == {"claude-test"}
-    assert done.record["models"]["cost"]["anthropic/claude-test"]["usd"] > 0
-    assert done.record["models"]["cost"]["fake/wrong"]["usd"] == 0
+    cost, served = done.record["models"]["cost"], srv.stats.by_model["claude-test"]
+    remote = cost["anthropic/claude-test"]  # each model's requests, tokens and dollars: the server's own count
+    assert remote["calls"] == served["answered"] == 6 and remote["sent_input_tokens"] == served["input_tokens"]
+    assert remote["usd"] == pytest.approx((served["input_tokens"] * 3 + served["output_tokens"] * 15) / 1e6)
+    assert cost["fake/wrong"]["calls"] == 6 and cost["fake/wrong"]["usd"] == 0  # in-process: counted, free
+    assert done.record["usage"]["calls"] == 12 and done.record["usage"]["models"]["fake/wrong"]["calls"] == 6
 
 
 def test_with_a_compared_run_every_model_is_gated_against_it(runner: Any) -> None:

@@ -23,6 +23,8 @@ from pytest_longctx.server.graded import Graded, prompt_text
 ROOT = Path(__file__).resolve().parent.parent
 ACCURACY = {"claude-better": 0.95, "claude-ref": 0.85, "claude-worse": 0.70}
 LRT = ("--longctx-lrt-lines", "100,200")
+#: Each model at its own price (USD per million tokens in / out): each is charged at the price of the model called.
+PRICES = {"claude-better": (5, 25), "claude-ref": (3, 15), "claude-worse": (1, 5)}
 
 
 def near(share: float, n: int, p: float) -> bool:
@@ -50,7 +52,8 @@ def test_three_models_one_session_pair_rank_and_gate_the_regressed_one(pytester:
     srv = api(graded)
     models = [f"anthropic/{m}" for m in ACCURACY]
     result, report = run(pytester, *(a for m in models for a in ("--longctx-model", m)),
-                         "--longctx-reference", "claude-ref", "--longctx-threshold", "experiment=lrt:max-drop=0")
+                         "--longctx-reference", "claude-ref", "--longctx-threshold", "experiment=lrt:max-drop=0",
+                         "--longctx-prices", ",".join(f"anthropic/{m}={p[0]}/{p[1]}" for m, p in PRICES.items()))
     out = result.stdout.str()
     assert result.ret == 10, out  # the gate failed (only claude-worse, below)
 
@@ -112,8 +115,17 @@ def test_three_models_one_session_pair_rank_and_gate_the_regressed_one(pytester:
     assert [c["model"] for c in failed] == ["anthropic/claude-worse"]
     assert records["anthropic/claude-worse"]["comparison"]["baseline_model"] == "anthropic/claude-ref"
     assert set(run_record["models"]["cost"]) == set(models)
-    assert all(c["calls"] == 200 and c["usd"] > 0 for c in run_record["models"]["cost"].values())
+    for spec, cost in run_record["models"]["cost"].items():  # the server's own count, model by model
+        served, (inp, outp) = srv.stats.by_model[spec.split("/", 1)[1]], PRICES[spec.split("/", 1)[1]]
+        assert cost["calls"] == served["answered"] == 200 and cost["sent_input_tokens"] == served["input_tokens"]
+        assert cost["usd"] == pytest.approx((served["input_tokens"] * inp + served["output_tokens"] * outp) / 1e6)
+        assert records[spec]["usage"]["usd"] == cost["usd"] and records[spec]["usage"]["calls"] == 200
+    assert run_record["usage"]["calls"] == 600 == srv.stats.endpoints["messages"]
+    from pytest_longctx.reporting.decision import run_status
+
+    assert run_record["usage"]["trials"] == run_status(run_record).trials == 600  # the verdict box's count adds up
 
     html = (report / "longctx.html").read_text(encoding="utf-8")
     assert "Models side by side" in html and html.count("lrt: models side by side") == 1
+    assert "<dt>model calls</dt><dd>600 " in html and "<dt>per model</dt>" in html
     assert "lrt: models side by side" in out  # and in the terminal

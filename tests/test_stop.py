@@ -189,6 +189,9 @@ def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, signalled: flo
     assert FREE <= run.cached() <= FREE + in_flight_kept  # what was answered is kept
     assert run.work_folders() == []  # joined, then removed
     assert all(t["outcome"] == "correct" for t in record["trials"])
+    usage = record["usage"]  # the partial report counts what was sent (the ledger), abandoned requests included
+    assert usage["calls"] == messages(srv) and usage["answered"] >= FREE and usage["failed"] == 0
+    assert usage["sent_input_tokens"] <= srv.stats.input_tokens  # the server may finish what was abandoned
     return record
 
 
@@ -311,7 +314,7 @@ async def test_cancel_stops_the_lanes_at_once_and_waiting_tests_end_skipped(tmp_
                 f"{len(answered())}/{FREE} answers cached, "
                 f"progress done={dispatcher.progress.done} failed={dispatcher.progress.failed}")
             await asyncio.sleep(0.02)
-        dispatcher.cancel("interrupted by SIGINT")
+        dispatcher.cancel("interrupted by SIGINT", drain=False)  # a signal: those in flight are abandoned
         dispatcher.join()  # no timeout: cancellation must make it return
         gate.opened.set()
         assert messages(srv) == FREE + C and dispatcher.progress.done == FREE

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pytest_longctx.backends.prices import Price, price_of
 from pytest_longctx.backends.registry import PROVIDERS
 from pytest_longctx.errors import UsageError
 
@@ -24,19 +25,27 @@ class Profile:
     context_window: int
     default_samples: int
     runs: str = "remote"
-    #: USD per million input / output tokens (0 for free models); used by plan estimates.
-    input_price: float = 0.0
-    output_price: float = 0.0
+    #: List prices and window from genai-prices (``backends/prices.py``); None: price unknown (a run's
+    #: ``--longctx-prices`` may still price it: ``Settings.price``).
+    price: Price | None = None
+
+    @property
+    def input_price(self) -> float:
+        """USD per million input tokens (0 when free or unknown: see :attr:`price`)."""
+        return self.price.rates.input if self.price is not None else 0.0
+
+    @property
+    def output_price(self) -> float:
+        """USD per million output tokens (0 when free or unknown)."""
+        return self.price.rates.output if self.price is not None else 0.0
 
 
 FAKE_NAMES = ("perfect", "random", "wrong", "error", "flaky")
 LOCAL_NAMES = ("smollm2-135m",)
 
-_ANTHROPIC_PRICES = {  # USD per million tokens (input, output), list prices
-    "opus": (15.0, 75.0),
-    "sonnet": (3.0, 15.0),
-    "haiku": (0.8, 4.0),
-}
+#: The window of a remote model genai-prices does not know (Anthropic's smallest current window, 2026-11; a
+#: ``--longctx-prices ...@WINDOW`` override or --longctx-context-window sets the real one).
+UNKNOWN_WINDOW = 200_000
 
 
 @dataclass(frozen=True)
@@ -53,14 +62,16 @@ class ModelSpec:
     @property
     def profile(self) -> Profile:
         if self.provider == "fake":
-            return Profile(context_window=200_000, default_samples=40, runs="in-process")
+            return Profile(context_window=200_000, default_samples=40, runs="in-process",
+                           price=price_of(self.provider, self.name))
         if self.provider == "local":
-            return Profile(context_window=8192, default_samples=1, runs="cpu")
+            return Profile(context_window=8192, default_samples=1, runs="cpu", price=price_of(self.provider, self.name))
+        price = price_of(self.provider, self.name)
         if self.provider == "anthropic":
-            family = next((f for f in _ANTHROPIC_PRICES if f in self.name), "sonnet")
-            inp, out = _ANTHROPIC_PRICES[family]
-            return Profile(context_window=200_000, default_samples=20, input_price=inp, output_price=out)
-        return Profile(context_window=32_768, default_samples=20)
+            window = price.context_window if price is not None and price.context_window else UNKNOWN_WINDOW
+            return Profile(context_window=window, default_samples=20, price=price)
+        window = price.context_window if price is not None and price.context_window else 32_768
+        return Profile(context_window=window, default_samples=20, price=price)
 
 
 def parse_model_spec(text: str, *, flag: str = "--longctx-model") -> ModelSpec:

@@ -30,12 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from pytest_longctx.backends.base import Request
+from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress_text, size_text
 from pytest_longctx.dispatch.cache import ResponseCache
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle
 from pytest_longctx.dispatch.plan import read_plan
-from pytest_longctx.dispatch.prefetch import sent_path, write_error
+from pytest_longctx.dispatch.prefetch import sent_path, stopped_path, write_error
 from pytest_longctx.errors import UsageError
 from pytest_longctx.util.fsutil import atomic_write_text
 
@@ -64,12 +65,49 @@ class BatchRun:
     endings: dict[str, int] = field(default_factory=dict)
     #: Requests too large for any batch (each an error of its trial).
     too_large: int = 0
+    #: The run's ledger (``dispatch/ledger.py``): each request is debited, at the batch price, before it goes into a
+    #: batch; a batch is cut where the budget ends (``refused`` says why), the rest is not submitted.
+    ledger: Ledger | None = field(default=None, repr=False)
+    spec: str = ""
+    refused: str | None = None
+    tickets: dict[str, Ticket] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"submitted": self.submitted, "resumed": self.resumed, "gone": self.gone,
                 "requests_submitted": self.requests_submitted,
                 "bytes_submitted": self.bytes_submitted, "batches": self.batches, "collected": self.collected,
-                "errored": self.errored, "endings": dict(sorted(self.endings.items())), "too_large": self.too_large}
+                "errored": self.errored, "endings": dict(sorted(self.endings.items())), "too_large": self.too_large,
+                **({"refused": self.refused} if self.refused else {})}
+
+    def reserve(self, key: str, request: Request) -> bool:
+        """Debit ``request`` (at the batch price) before it goes into a batch; False once the budget refuses."""
+        if self.ledger is None:
+            return True
+        if self.refused is not None:
+            return False
+        tokens = 0
+        if self.ledger.budgeted():
+            from pytest_longctx.corpus.tokens import TiktokenCounter
+
+            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            tokens = TiktokenCounter().count(text)
+        try:
+            self.tickets[key] = self.ledger.reserve(self.spec, tokens, request.max_tokens,
+                                                    cache_write=bool(request.cache_prefix), batch=True)
+        except BudgetRefused as exc:
+            self.refused = str(exc)
+            return False
+        return True
+
+    def settle(self, key: str, completion: Completion | None) -> None:
+        """A result of this run's batch: its usage settles the ticket (None: no answer, nothing billed)."""
+        ticket = self.tickets.pop(key, None)
+        if ticket is None or self.ledger is None:
+            return  # an earlier run's batch: paid for by that run
+        if completion is None:
+            self.ledger.release(ticket, failed=True)
+        else:
+            settle(self.ledger, ticket, completion, ttl_1h=True)
 
 
 def _state_dir(cache_dir: Path) -> Path:
@@ -93,7 +131,7 @@ def open_batches(cache_dir: Path, model: str) -> dict[str, dict[str, Any]]:
 
 
 def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file: Path,
-                status: StatusLine | None = None, client: Any = None) -> BatchRun:
+                status: StatusLine | None = None, client: Any = None, ledger: Ledger | None = None) -> BatchRun:
     """Submit what is missing, wait for every relevant batch, collect results into the cache.
 
     The provider's batch API (``Provider.batch_api``) does the calls; ``client`` is handed to it (its SDK client).
@@ -103,7 +141,7 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     provider = provider_of(settings.model)
     api = batch_api(settings, client)
     model = settings.model.name
-    run = BatchRun()
+    run = BatchRun(ledger=ledger, spec=settings.model.spec)
     planned = _uncached_keys(plan_file, cache)
     (work / "keys.txt").write_text("\n".join(sorted(planned)), encoding="utf-8")
     if not planned:
@@ -113,6 +151,9 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     for state in submit_all(api, model, plan_file, planned - in_flight, settings.cache_dir, work, run, out):
         relevant[state["id"]] = state
     wait_and_collect(api, provider.name, relevant, cache, work, run, settings.cache_dir, out)
+    if run.refused is not None:  # the requests past the budget were not submitted: their tests end skipped
+        stopped_path(work).write_text(run.refused, encoding="utf-8")
+        out.line(f"longctx batch: {run.refused}; the requests past it were not submitted")
     return run
 
 
@@ -204,8 +245,9 @@ def submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir:
             if key not in todo:
                 continue
             todo.discard(key)
+            request = Request.from_json(entry["request"])
             try:
-                item = api.item(model, key, Request.from_json(entry["request"]))
+                item = api.item(model, key, request)
             except ValueError as exc:
                 write_error(work, key, f"batch: {exc}", False)
                 run.errored += 1
@@ -215,6 +257,8 @@ def submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir:
                             f"{api.max_bytes:,} bytes a batch may hold; it cannot go through the batch API", False)
                 run.too_large += 1
                 continue
+            if not run.reserve(key, request):  # the budget ends here: this batch is cut, nothing more goes out
+                break
             if not body.fits(item):
                 yield _submit(api, model, body, cache_dir, run, out)
             body.add(key, item)
@@ -229,6 +273,9 @@ def _submit(api: Any, model: str, body: _Body, cache_dir: Path, run: BatchRun, o
     try:
         batch_id = api.submit(body.path)
     except Exception as exc:  # one clear line for the user; batches submitted before stay recorded
+        for key in body.keys:  # not sent: nothing of it is spent
+            if (ticket := run.tickets.pop(key, None)) is not None and run.ledger is not None:
+                run.ledger.release(ticket, failed=False)
         raise UsageError(f"--longctx-batch: could not submit a batch of {count:,} requests ({size:,} bytes): "
                          f"{type(exc).__name__}: {exc}") from None
     state = {"id": batch_id, "model": model, "keys": body.keys, "bytes": size, "submitted": time.time(),
@@ -309,6 +356,7 @@ def _record_missing(state: dict[str, Any], keys: list[str], why: str, work: Path
                     endings: Counter[str]) -> None:
     """Requests of ``state`` that ended without a result: errors of their trials (``why``: what the batch did)."""
     for key in keys:
+        run.settle(key, None)
         write_error(work, key, f"batch {state['id']} {why}: no result for this request; the next run submits it "
                     "again", False)
     if keys:
@@ -325,6 +373,7 @@ def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCach
     for key, ending, completion, why in api.results(state["id"]):
         seen.add(key)
         endings[ending] += 1
+        run.settle(key, completion)
         if completion is not None:
             sent = sent_path(work, key)  # answered through this run's batches: not a cache hit
             sent.parent.mkdir(parents=True, exist_ok=True)

@@ -81,7 +81,7 @@ class BatchRounds:
         self.settings, self.cache, self.work, self.plan_file, self.gate = settings, cache, work, plan_file, gate
         self.out = status or printer(print)
         self.api = batch_api(settings, client)
-        self.run = BatchRun()
+        self.run = BatchRun(spec=settings.model.spec)
         #: per round: its keys (uncached, not in an earlier run's open batch) and the last sample index it covers
         self._keys: list[set[str]] = []
         self._last: list[int] = []
@@ -185,6 +185,9 @@ class BatchRounds:
                              self.settings.cache_dir, self.out, pause=self._pause)
             self._open = {}
             self.rounds[-1]["collected"] = True
+            if self.run.refused is not None:  # the budget cut this round: no later round, its other tests skip
+                self._note_stop(self.run.refused)
+                return
 
     def _needed(self, keys: set[str]) -> set[str]:
         """A later round leaves out the requests whose every trial only settled alarms cover (per-alarm stops)."""
@@ -219,7 +222,8 @@ class BatchRounds:
                 raise WaitStopped
 
     def _note_stop(self, failure: str | None = None) -> None:
-        """Once the run stops: the waiting tests end skipped with why (answers already collected are used)."""
+        """Once the run stops (or ``failure``: the API failed, or the budget cut a round): the waiting tests end
+        skipped with why (answers already collected are used)."""
         reason = failure or self._stop_reason()
         if reason is not None and self.stopped is None:
             self.stopped = reason

@@ -16,7 +16,8 @@ from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, r
 from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.skips import Planned, RunStopped
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
+from pytest_longctx.dispatch.skips import BudgetStopped, Planned, RunStopped
 from pytest_longctx.errors import NotCachedError
 
 if TYPE_CHECKING:
@@ -55,10 +56,17 @@ class ModelClient:
     #: --longctx-sequential: the alarms the controller found settled; a request whose every covering alarm is
     #: settled is not sent (nor waited for) and its trial ends skipped (``dispatch/settled.py``).
     settled: SettledAlarms | None = None
+    #: The run's ledger (``dispatch/ledger.py``): every request sent is debited there first, at this model's price;
+    #: found beside the stop file when not given (None: a client outside a run, e.g. a CLI's).
+    ledger: Ledger | None = None
     _semaphore: asyncio.Semaphore | None = field(default=None, repr=False)
     _put_failed: bool = field(default=False, repr=False)
     #: Plan mode: tokens of each shared prefix (by :func:`prefix_identity`) counted so far.
     _prefix_counts: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.ledger is None and self.stop_file is not None and not self.plan:
+            self.ledger = Ledger.beside(self.stop_file)
 
     @property
     def spec(self) -> str:
@@ -108,10 +116,7 @@ class ModelClient:
             if unneeded is not None:  # every alarm covering this trial settled: not sent
                 unneeded()
             start = time.perf_counter()
-            if in_process:
-                completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
-            else:
-                completion = await self.backend.complete(request)
+            completion = await self._send(request, oracle if in_process else None, in_process)
             completion.latency_s = completion.latency_s or (time.perf_counter() - start)
         if use_cache:
             assert self.cache is not None
@@ -124,6 +129,39 @@ class ModelClient:
                     warnings.warn(f"longctx cache: cannot store answers in {self.cache.root} ({exc.strerror or exc}); "
                                   "this run keeps them, a re-run will send them again", stacklevel=2)
         return completion
+
+    async def _send(self, request: Request, oracle: Oracle | None, in_process: bool) -> Completion:
+        """Debit the ledger, send, and settle the debit to the answer's usage (or release / abandon it)."""
+        ticket = self._reserve(request)
+        try:
+            if in_process:
+                completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
+            else:
+                completion = await self.backend.complete(request)
+        except Exception:  # sent, not answered: a failed request, nothing billed
+            if ticket is not None and self.ledger is not None:
+                self.ledger.release(ticket, failed=True)
+            raise
+        except BaseException:  # abandoned in flight (cancelled, interrupted): its estimate stays spent
+            if ticket is not None and self.ledger is not None:
+                self.ledger.abandon(ticket)
+            raise
+        if ticket is not None and self.ledger is not None:
+            settle(self.ledger, ticket, completion)
+        return completion
+
+    def _reserve(self, request: Request) -> Any:
+        """Debit the ledger before sending (None without one); a refusal by the budget ends the test skipped."""
+        if self.ledger is None:
+            return None
+        tokens = 0
+        if self.ledger.budgeted():  # the estimate matters only against a budget: no tokenizing otherwise
+            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            tokens = self.backend.count_tokens(text)
+        try:
+            return self.ledger.reserve(self.spec, tokens, request.max_tokens, cache_write=bool(request.cache_prefix))
+        except BudgetRefused as exc:
+            raise BudgetStopped(str(exc)) from None
 
     def _plan_entry(self, request: Request, key: str, cached: bool, scope: Scope | None = None) -> dict[str, Any]:
         counts = self.plan_counts

@@ -24,6 +24,7 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.lanes import LaneQueue
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.skips import RunStopped
 from pytest_longctx.errors import BackendError, FatalBackendError
@@ -178,6 +179,10 @@ class Dispatcher:
         #: Each planned key's trials (experiment, params), as the plan names them (a key may serve several).
         self._owners: dict[str, list[tuple[str, dict[str, Any]]]] = {}
         self._started = 0
+        #: The run's ledger: each request is debited there before it is sent (None: no budget, no count).
+        self.ledger: Ledger | None = None
+        #: Why the ledger refused a request (the budget is reached): nothing more starts, those in flight finish.
+        self.refused: str | None = None
 
     def prepare(self) -> list[dict[str, Any]]:
         """Write keys.txt (every planned key) and return the entries that still need sending."""
@@ -223,14 +228,17 @@ class Dispatcher:
         except asyncio.CancelledError:  # cancel(): the run stopped
             pass
 
-    def cancel(self, reason: str) -> None:
-        """Stop now, from any thread (a signal handler too): no request starts after this; those in flight are
-        abandoned; answers already received are in the cache. Then :meth:`join` returns promptly."""
+    def cancel(self, reason: str, *, drain: bool = True) -> None:
+        """Stop, from any thread (a signal handler too): no request starts after this. ``drain`` (a budget or a
+        gate stop): those in flight are answered and stored first (they are paid for; the record counts what they
+        cost); else (a signal, -x, a fatal error: stop means stop) they are abandoned, counted in the ledger as
+        abandoned at their estimate. Answers already received are in the cache. :meth:`join` then returns
+        promptly (after ``drain``, once those in flight are answered)."""
         with self._lock:
             first, self.cancelled = self.cancelled is None, self.cancelled or reason
             loop, task = self._loop, self._task
         self._plan_ended.set()
-        if first and loop is not None and task is not None:
+        if first and not drain and loop is not None and task is not None:
             try:
                 loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:  # the loop already closed: the thread is finishing by itself
@@ -292,22 +300,34 @@ class Dispatcher:
             return
         if self._dropped(entry):  # its trials' alarms are settled: the waiting tests end skipped
             return
-        self._started += 1
         if self._fatal is not None:
             write_error(self.work, key, self._fatal, True)
             return
+        request = Request.from_json(entry["request"])
+        ticket = self._reserve(request)
+        if ticket is None:  # refused by the budget: its waiting test ends skipped with the reason
+            return
+        self._started += 1
         try:
-            completion = await self.backend.complete(Request.from_json(entry["request"]))
+            completion = await self.backend.complete(request)
         except FatalBackendError as exc:
+            self._release(ticket, failed=True)
             self._fatal = str(exc)
             write_error(self.work, key, str(exc), True)
             return
+        except asyncio.CancelledError:  # abandoned by a stop: sent, no answer; its estimate stays counted
+            if self.ledger is not None:
+                self.ledger.abandon(ticket)
+            raise
         except Exception as exc:  # every failure must reach the waiting test
+            self._release(ticket, failed=True)
             message = str(exc) if isinstance(exc, BackendError) else f"prefetch: {type(exc).__name__}: {exc}"
             write_error(self.work, key, message, False)
             with self.progress.lock:
                 self.progress.failed += 1
             return
+        if self.ledger is not None:
+            settle(self.ledger, ticket, completion)
         sent = sent_path(self.work, key)  # marked before it is stored: a waiter finding it counts a request sent
         sent.parent.mkdir(parents=True, exist_ok=True)
         sent.touch()
@@ -328,6 +348,29 @@ class Dispatcher:
             self.progress.input_tokens += completion.input_tokens
             self.progress.output_tokens += completion.output_tokens
             self.progress.latency_s += completion.latency_s
+
+    def _reserve(self, request: Request) -> Any:
+        """Debit the ledger (``True`` without one); None when the budget refuses: nothing more starts, the requests
+        in flight finish, then the waiting tests end skipped with why (the ``stopped`` file)."""
+        if self.ledger is None:
+            return True
+        if self.refused is not None:
+            return None
+        tokens = 0
+        if self.ledger.budgeted():
+            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            tokens = self.backend.count_tokens(text)
+        try:
+            return self.ledger.reserve(f"{self.backend.provider}/{self.backend.model}", tokens, request.max_tokens,
+                                       cache_write=bool(request.cache_prefix))
+        except BudgetRefused as exc:  # drained: the answers in flight are paid for, so they are stored and used
+            self.refused = str(exc)
+            self.cancel(self.refused, drain=True)
+            return None
+
+    def _release(self, ticket: Any, *, failed: bool) -> None:
+        if self.ledger is not None and ticket is not True:
+            self.ledger.release(ticket, failed=failed)
 
     async def _run(self, entries: list[dict[str, Any]] | None) -> None:
         queue = LaneQueue(self.concurrency)  # plan order, a prompt-cache prefix warmed before its siblings go out

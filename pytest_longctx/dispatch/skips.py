@@ -46,3 +46,12 @@ class AlarmsSettled(pytest.skip.Exception):  # type: ignore[name-defined,misc]
         super().__init__(f"longctx: not needed, every alarm covering this trial is settled ({named})",
                          _use_item_location=True)
         self.thresholds = thresholds
+
+
+class BudgetStopped(RunStopped):
+    """The ledger refused this test's request: sending it could pass ``--longctx-budget`` (``dispatch/ledger.py``).
+    Not sent, never a wrong answer: the test ends skipped with the reason and the run stops as a budget stop."""
+
+    def __init__(self, reason: str) -> None:
+        pytest.skip.Exception.__init__(self, f"longctx: not sent, the budget is reached ({reason})",
+                                       _use_item_location=True)

@@ -86,13 +86,16 @@ def run_status(record: Mapping[str, Any]) -> Status:
     """Errors, stop, gate and exit code of ``record``. The exit code is the record's own when it has one, else what
     the run gave: 2 when stopped, 1 when a trial errored, the gate's code when it failed, 0 otherwise."""
     trials = record.get("trials")
-    if trials:
+    if trials and not record.get("models"):  # several models: the record's trials are the reference's only
         total, errors = len(trials), sum(1 for t in trials if t.get("outcome") == "error")
     else:
         cells = record.get("cells") or []
         total = int((record.get("usage") or {}).get("trials", sum(int(c.get("n", 0)) + int(c.get("errors", 0))
                                                                     for c in cells)))
         errors = sum(int(c.get("errors", 0)) for c in cells)
+        if record.get("models"):  # every model's errors, as its trials are all counted in the usage
+            errors = sum(int(row.get("errors", 0)) for e in (record["models"].get("experiments") or {}).values()
+                         for row in (e.get("models") or {}).values())
     gate = record.get("gate") or {}
     status = str(gate.get("status", "none"))
     code = record.get("exit_code")

@@ -60,6 +60,43 @@ def _billed(usage: Mapping[str, Any]) -> str:
             f"{written:,} written, {read:,} read)</span>")
 
 
+def money_facts(usage: Mapping[str, Any]) -> list[str]:
+    """What the run's requests cost (the ledger's count: each at the price of the model called), per model when
+    several, what a budget bought and what a sequential stop saved."""
+    if not usage.get("ledger"):
+        return []
+    spent = float(usage.get("usd", 0.0)) + float(usage.get("abandoned_usd", 0.0))
+    abandoned = (f"; {int(usage['abandoned']):,} abandoned in flight at a stop, up to "
+                 f"${float(usage['abandoned_usd']):,.2f}" if usage.get("abandoned") else "")
+    out = [_fact("spent", f"${spent:,.2f} <span class=muted>({int(usage.get('calls', 0)):,} requests sent, "
+                 f"{int(usage.get('failed', 0)):,} failed{esc(abandoned)}; response-cache hits free)</span>")]
+    per_model = usage.get("models") or {}
+    if len(per_model) > 1:
+        out.append(_fact("per model", "; ".join(f"<code>{esc(m)}</code> {int(u.get('calls', 0)):,} requests "
+                                                 f"${float(u.get('usd', 0.0)):,.2f}" for m, u in per_model.items()),
+                         "wide"))
+    prices = {m: w for m, w in (usage.get("prices") or {}).items() if w != "free"}
+    if prices:
+        out.append(_fact("prices", "; ".join(f"<code>{esc(m)}</code> {esc(w)}" for m, w in prices.items()), "wide"))
+    budget = usage.get("budget")
+    if budget:
+        bought = (f"${float(budget['usd']):,.2f}: bought {int(budget['answered']):,} answers "
+                  f"(${float(budget['spent_usd']):,.2f})")
+        if budget.get("stopped"):
+            bought += f"; {int(budget['refused']):,} requests refused, the run stopped: {budget['stopped']}"
+        out.append(_fact("budget", esc(bought), "wide"))
+    seq = usage.get("sequential")
+    if seq:
+        settled = "; ".join(f"{a['threshold']}: {a['settled'] or 'not settled'}"
+                            + (f" at group {a['settled_at_group']}" if a.get("settled_at_group") is not None else "")
+                            for a in seq.get("settled") or [])
+        out.append(_fact("sequential stop", esc(
+            f"{seq['groups_completed']} of {seq['groups_planned']} sample groups ({settled}); "
+            f"{seq['skipped_trials']:,} of {seq['planned_trials']:,} trials skipped, about ${seq['saved_usd']:,.2f} "
+            f"saved"), "wide"))
+    return out
+
+
 def _title(record: Mapping[str, Any]) -> str:
     """The model; several models: each of them, the reference first and named so."""
     models = record.get("models") or {}
@@ -112,6 +149,8 @@ def run_facts(record: Mapping[str, Any]) -> str:
         _fact("tokenizer", esc(", ".join(s.get("tokenizers") or []) or "–")),
         _fact("model calls", f"{esc(usage.get('calls', 0))} <span class=muted>({esc(usage.get('cache_hits', 0))} "
               "cache hits)</span>"),
+        _fact("tokens sent in / out", f"{int(usage.get('paid_input_tokens', 0)):,} / "
+              f"{int(usage.get('paid_output_tokens', 0)):,}") if usage.get("ledger") else
         _fact("tokens in / out", f"{int(usage.get('input_tokens', 0)):,} / {int(usage.get('output_tokens', 0)):,}"),
         _fact("billed input", _billed(usage)),
         _fact("judge", esc(s.get("judge") or "–")),
@@ -123,6 +162,7 @@ def run_facts(record: Mapping[str, Any]) -> str:
         _fact("workers / cache", f"{esc(s.get('workers'))} / {esc(s.get('cache'))}"),
         _fact("thresholds", " ".join(f"<code>{esc(t)}</code>" for t in gate.get("thresholds") or []) or "–", "wide"),
     ]
+    facts += money_facts(usage)
     if s.get("compare"):
         facts.append(_fact("compared with", f"<code>{esc(s.get('compare'))}</code>", "wide"))
     banners = "".join(f'<div class="banner">{esc(entry.get("line"))}</div>' for entry in record.get("missing_data")

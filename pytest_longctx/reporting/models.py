@@ -66,12 +66,21 @@ def pairs_table(experiment: str, summary: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def cost_table(models: Mapping[str, Any]) -> dict[str, Any]:
+    """Each model's requests, tokens and dollars (the run's ledger: what was sent, at that model's price; a plan's
+    rows: what would be sent) beside its gate."""
     cost, gate = models.get("cost") or {}, models.get("gate") or {}
-    rows = [[spec, str(c.get("calls", 0)), f"{int(c.get('billed_input_tokens', 0)):,}",
-             f"{int(c.get('paid_output_tokens', 0)):,}", f"${float(c.get('usd', 0.0)):.4f}", str(gate.get(spec))]
-            for spec, c in cost.items()]
-    return {"title": "Cost and gate per model", "columns": ["model", "requests", "billed input tokens",
-                                                            "output tokens", "cost", "gate"], "rows": rows}
+    planned = any(c.get("planned") for c in cost.values())
+    rows = [[spec, f"{int(c.get('calls', 0)):,}", f"{int(c.get('billed_input_tokens', 0)):,}",
+             f"{int(c.get('paid_output_tokens', 0)):,}",
+             "price unknown" if c.get("usd", 0.0) is None else f"${float(c.get('usd', 0.0)):,.4f}",
+             str(gate.get(spec))] for spec, c in cost.items()]
+    total = sum(float(c["usd"]) for c in cost.values() if c.get("usd") is not None)
+    if len(rows) > 1:
+        rows.append(["all models", f"{sum(int(c.get('calls', 0)) for c in cost.values()):,}", "", "",
+                     f"${total:,.4f}", ""])
+    title = "Planned cost per model (at most: every output to its cap)" if planned else "Cost and gate per model"
+    return {"title": title, "columns": ["model", "requests", "billed input tokens", "output tokens", "cost", "gate"],
+            "rows": rows}
 
 
 def model_lines(summary: Mapping[str, Any], x_key: str) -> list[Line]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import pytest
 
+    from pytest_longctx.dispatch.ledger import Ledger
     from pytest_longctx.session.options import Settings
 
 #: Seconds between progress lines in a log (not a terminal), and between redraws on a terminal.
@@ -21,12 +22,31 @@ REDRAW_EVERY_S = 0.5
 
 
 def estimated_spend(usage: dict[str, Any], settings: Settings) -> float:
-    """USD at list prices for the tokens of calls that were not cache hits (0 for free models); input as billed
-    (prompt-cache writes 1.25x, reads 0.1x)."""
-    profile = settings.model.profile
+    """USD of the requests sent: the ledger's dollars when the usage comes from it (``usd``: each request at the
+    price of the model it called), else the tokens of calls that were not cache hits at the model's list price
+    (0 for free models or an unknown price); input as billed (prompt-cache writes 1.25x, reads 0.1x)."""
+    if "usd" in usage:
+        return float(usage["usd"]) + float(usage.get("abandoned_usd", 0.0))
+    overrides = {p.model: p for p in getattr(settings, "prices", ())}  # --longctx-prices
+    price = overrides.get(settings.model.spec) or settings.model.profile.price
+    if price is None:
+        return 0.0
     billed = usage.get("billed_input_tokens", usage["paid_input_tokens"])
-    paid = billed * profile.input_price + usage["paid_output_tokens"] * profile.output_price
+    paid = billed * price.rates.input + usage["paid_output_tokens"] * price.rates.output
     return float(paid) / 1e6
+
+
+def ledger_usage(ledger: Ledger | None) -> dict[str, Any] | None:
+    """The run's ledger as usage figures (``calls``, tokens, ``usd``, ``in_flight_usd``), None without one."""
+    from pytest_longctx.dispatch.ledger import as_usage, totals
+
+    if ledger is None:
+        return None
+    try:
+        whole = totals(ledger.read())
+    except (OSError, ValueError):  # removed at the very end of the run
+        return None
+    return {**as_usage(whole), "in_flight_usd": whole["in_flight_usd"]}
 
 
 def prompt_cache_text(usage: dict[str, Any]) -> str | None:
@@ -60,6 +80,8 @@ class Display:
         self.outcomes: dict[str, int] = {}
         self.open = False  # a redrawn line without its newline yet
         self.shown = 0  # ``finished`` when the progress line was last shown
+        #: The run's ledger (set when it is created): the line's requests and dollars are what it counts.
+        self.ledger: Ledger | None = None
 
     @property
     def tr(self) -> Any:
@@ -115,11 +137,13 @@ class Display:
             parts[0] += f" ({counts})"
         if not plan:
             usage = state.aggregator.usage()
+            usage.update(ledger_usage(self.ledger) or {})  # what was sent, as the ledger counts it
             sent = f"{usage['calls']:,} request{'' if usage['calls'] == 1 else 's'} sent"
             parts.append(f"{sent}, {usage['cache_hits']:,} answered from cache")
             spend = estimated_spend(usage, settings)
-            if spend:
-                parts.append(f"~${spend:,.2f} spent")
+            if spend or usage.get("in_flight_usd"):
+                flight = float(usage.get("in_flight_usd", 0.0))
+                parts.append(f"${spend:,.2f} spent" + (f" (+${flight:,.2f} in flight)" if flight >= 0.005 else ""))
             if cached := prompt_cache_text(usage):
                 parts.append(cached)
             if state.dispatcher is not None:

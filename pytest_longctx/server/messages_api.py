@@ -341,7 +341,7 @@ class MessagesServer:
         if endpoint == "batches.results":
             return 200, self.batches.results(str(batch_id)), "application/x-jsonl"
         if endpoint == "batches.create":
-            result = self.batches.create(body, self._answer, base)
+            result = self.batches.create(body, self._batch_answer, base)
         elif endpoint == "batches.list":
             result = self.batches.list(query, base)
         elif endpoint == "batches.retrieve":
@@ -374,6 +374,14 @@ class MessagesServer:
         with self._lock:
             self._stats.input_tokens += message["usage"]["input_tokens"]
             self._stats.output_tokens += message["usage"]["output_tokens"]
+            self._stats.count_answer(str(body.get("model")), message["usage"])
+        return message
+
+    def _batch_answer(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A batch request's Message, its usage counted apart (``batch_*``) and per model."""
+        message = self._answer(body)
+        with self._lock:
+            self._stats.count_answer(str(body.get("model")), message["usage"], batch=True)
         return message
 
     def _answer(self, body: dict[str, Any], *, validated: bool = False) -> dict[str, Any]:

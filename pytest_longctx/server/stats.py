@@ -40,6 +40,25 @@ class ServerStats:
     #: Message batches created: bytes of each body and requests in each, in order.
     batch_bytes: list[int] = field(default_factory=list)
     batch_requests: list[int] = field(default_factory=list)
+    #: Tokens of the batch requests answered (``input_tokens`` after the cache breakpoint, as for messages).
+    batch_answered: int = 0
+    batch_input_tokens: int = 0
+    batch_output_tokens: int = 0
+    #: Per model (the body's ``model``), of the answered messages and batch requests: ``answered``,
+    #: ``input_tokens``, ``output_tokens``, ``cache_creation_input_tokens``, ``cache_read_input_tokens``.
+    by_model: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def count_answer(self, model: str, usage: Mapping[str, Any], *, batch: bool = False) -> None:
+        """Count one answered request's usage (call under the server's lock)."""
+        if batch:
+            self.batch_answered += 1
+            self.batch_input_tokens += int(usage["input_tokens"])
+            self.batch_output_tokens += int(usage["output_tokens"])
+        mine = self.by_model.setdefault(model, dict.fromkeys(
+            ("answered", "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"), 0))
+        mine["answered"] += 1
+        for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
+            mine[name] += int(usage.get(name) or 0)
 
     def to_json(self, *, requests: bool = True) -> dict[str, Any]:
         """Plain JSON (``requests=False`` leaves the request bodies out)."""

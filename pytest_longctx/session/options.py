@@ -21,6 +21,7 @@ from typing import Any, Literal
 import pytest
 
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx.backends.prices import Price
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
@@ -68,6 +69,9 @@ OPTIONS: tuple[OptionDef, ...] = (
               "until every alarm is settled) (default: alarm)"),
     OptionDef("budget", None, "stop the run (exit 2, recorded) once its requests cost this many dollars at list "
               "prices; with --longctx-plan, say what that budget can detect (default: none)"),
+    OptionDef("prices", None, "prices (and windows) of models genai-prices does not know or that you pay otherwise: "
+              "provider/name=IN/OUT[/CACHE_WRITE/CACHE_READ][@WINDOW] in USD per million tokens, comma-separated "
+              "(docs/claude.md, 'Prices') (default: genai-prices' list prices)"),
     OptionDef("compare", None, "earlier run record (longctx.json) to compare with and gate against (default: none)"),
     OptionDef("compare-partial", "false", "accept a partial --longctx-compare record (a stopped run, another seed "
               "or protocol, or one lacking some of this run's cells) instead of refusing it at start-up; every "
@@ -150,6 +154,13 @@ class Settings:
     budget: float | None = None
     #: --longctx-sequential-stop: "alarm" (per-alarm stops) or "run" (the whole run only)
     sequential_stop: str = "alarm"
+    #: --longctx-prices: overrides of genai-prices' list prices (``backends/prices.py``)
+    prices: tuple[Price, ...] = ()
+
+    def price(self, spec: ModelSpec) -> Price | None:
+        """``spec``'s price: an override, else its profile's (genai-prices; free for models that run here); None:
+        price unknown."""
+        return next((p for p in self.prices if p.model == spec.spec), None) or spec.profile.price
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -177,6 +188,7 @@ class Settings:
             **({"models": [m.spec for m in self.models]} if self.several else {}),
             "sequential": self.sequential,
             "budget": self.budget,
+            **({"prices": [p.to_json() for p in self.prices]} if self.prices else {}),
             **({"sequential_stop": self.sequential_stop} if self.sequential else {}),
         }
 
@@ -347,8 +359,12 @@ def resolve(config: pytest.Config) -> Settings:
     samples_all = str(raw["samples"]).strip().lower() == "all"
     samples = (_int(by["samples"], raw["samples"], 1) if raw["samples"] is not None and not samples_all
                else model.profile.default_samples)
-    window = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
-              else model.profile.context_window)
+    from pytest_longctx.session.money import check_money
+
+    window_given = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
+                    else None)
+    budget = _dollars(by["budget"], raw["budget"])
+    prices, window = check_money(raw, by, models, model, judge, window_given, budget)
     cache = str(raw["cache"])
     if cache not in CACHE_MODES:
         raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")
@@ -413,8 +429,9 @@ def resolve(config: pytest.Config) -> Settings:
         models=models,
         compare_partial=_bool(by["compare-partial"], raw["compare-partial"]),
         sequential=_bool(by["sequential"], raw["sequential"]),
-        budget=_dollars(by["budget"], raw["budget"]),
+        budget=budget,
         sequential_stop=_sequential_stop(by["sequential-stop"], raw["sequential-stop"]),
+        prices=tuple(prices.values()),
     )
 
 

@@ -63,7 +63,8 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         identity = {"experiment": trial.experiment, "params": trial.params, "item": trial.item, "sample": trial.sample,
                     "nodeid": trial.nodeid,  # what the trial asks: the plan's power statements count items
                     **({"model": trial.model_key} if trial.model_key is not None else {})}
-        report.user_properties.append((PLAN_KEY, {**excinfo.value.entry, "trial": identity}))
+        judge = "longctx_judge" in getattr(item, "fixturenames", ())  # the plan counts a judge call for it
+        report.user_properties.append((PLAN_KEY, {**excinfo.value.entry, "trial": identity, "judge": judge}))
         item.stash[EMITTED_KEY] = True
         del item.stash[TRIAL_KEY]  # done with: a plan of 19,750 trials need not keep each one's RNG and oracle
         return

@@ -116,6 +116,9 @@ def _finish(session: pytest.Session) -> None:
         _guarded(state, "the plan's power statements", lambda: _plan_power(record, settings, state, declared))
     if state.batch is not None:
         _guarded(state, "the batch summary", lambda: record.__setitem__("batch", state.batch.to_json()))
+    from pytest_longctx.session.spend import account
+
+    _guarded(state, "the ledger's usage", lambda: account(config, record, models))  # what was sent and billed
     if state.dispatcher is not None:
         p = state.dispatcher.progress
         record["prefetch"] = {"requests": p.total, "sent": p.done, "failed": p.failed,
@@ -189,10 +192,10 @@ def _plan_power(record: dict[str, Any], settings: Settings, state: Any, declared
     """What the planned run could detect (and, with --longctx-detect, what a given drop would need)."""
     from pytest_longctx.results.power import plan_power
 
-    model = settings.model.profile
+    price = settings.price(settings.model)  # genai-prices or --longctx-prices (None: price unknown, $0)
 
-    def cost(input_tokens: int, output_tokens: int) -> float:
-        return (input_tokens * model.input_price + output_tokens * model.output_price) / 1e6
+    def cost(input_tokens: int, output_tokens: int) -> float:  # sums of many requests: the base rates, no tiers
+        return (input_tokens * price.rates.input + output_tokens * price.rates.output) / 1e6 if price else 0.0
 
     record["plan"]["power"] = plan_power(
         state.plan_evidence, declared, settings.thresholds, settings.alpha, getattr(state, "baseline", None),

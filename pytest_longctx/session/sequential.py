@@ -84,8 +84,8 @@ SPEND_KEY = pytest.StashKey[Spend]()
 
 
 def check(s: Settings) -> None:
-    """A one-line usage error for a sequential gate that cannot run."""
-    if not s.sequential or s.plan:
+    """A one-line usage error for a sequential gate that cannot run (its plan is refused alike)."""
+    if not s.sequential:
         return
     if s.compare is None:
         raise UsageError("--longctx-sequential: needs --longctx-compare PATH (the run it pairs items with)")
@@ -301,23 +301,13 @@ def _stop(config: pytest.Config, seq: SeqRun, reason: str) -> None:
 
 
 def _budget(config: pytest.Config, records: list[dict[str, Any]]) -> None:
-    s = config.stash[SETTINGS_KEY]
-    if s.budget is None:
+    """--longctx-budget: the ledger refuses a request that would pass it (``dispatch/ledger.py``, where requests
+    leave); once it has, the run stops as a budget stop (``records`` are counted there, not here)."""
+    if config.stash[SETTINGS_KEY].budget is None:
         return
-    spend = config.stash.setdefault(SPEND_KEY, Spend())
-    for r in records:
-        spend.input_tokens += int(r.get("paid_input_tokens", 0))
-        spend.output_tokens += int(r.get("paid_output_tokens", 0))
-    state = config.stash[RUN_KEY]
-    tokens = (spend.input_tokens, spend.output_tokens)
-    if state.dispatcher is not None:  # prefetch pays ahead of the tests: count what it received
-        p = state.dispatcher.progress
-        tokens = (max(tokens[0], p.input_tokens), max(tokens[1], p.output_tokens))
-    spent = (tokens[0] * s.model.profile.input_price + tokens[1] * s.model.profile.output_price) / 1e6
-    if spent >= s.budget and state.stop_reason is None:
-        from pytest_longctx.session.stopping import request_stop
+    from pytest_longctx.session.stopping import budget_stop
 
-        request_stop(config, f"--longctx-budget: ${spent:,.2f} spent, the budget is ${s.budget:,.2f}")
+    budget_stop(config)
 
 
 def apply(config: pytest.Config, record: dict[str, Any]) -> None:

@@ -91,6 +91,9 @@ def start_prefetch(config: pytest.Config) -> None:
         options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
         backend = build_backend(s.model, context_window=s.context_window, **options)
         dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
+        from pytest_longctx.dispatch.ledger import Ledger
+
+        dispatcher.ledger = Ledger.beside(shared.stop_file)  # debited before each request goes out
         state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
         from pytest_longctx.session.sequential import allowance
 
@@ -133,6 +136,9 @@ def start_prefetch(config: pytest.Config) -> None:
         lane = BatchRounds(s, cache, work, plan_file, gate, StatusLine(lambda text: tw.write(text, flush=True),
                                                                          tty=False))
         lane.unneeded = unneeded_of(config)  # per-alarm stops: no later round asks for trials settled alarms cover
+        from pytest_longctx.dispatch.ledger import Ledger
+
+        lane.run.ledger = Ledger.beside(shared.stop_file)  # each request debited at the batch price before a round
         lane.prepare()
         state.batch = lane
         lane.start()
@@ -142,7 +148,10 @@ def start_prefetch(config: pytest.Config) -> None:
 
         tw = config.get_terminal_writer()
         tty = bool(getattr(config.pluginmanager.get_plugin("terminalreporter"), "isatty", False))
-        state.batch = run_batches(s, cache, work, plan_file, StatusLine(lambda text: tw.write(text, flush=True), tty))
+        from pytest_longctx.dispatch.ledger import Ledger
+
+        state.batch = run_batches(s, cache, work, plan_file, StatusLine(lambda text: tw.write(text, flush=True), tty),
+                                  ledger=Ledger.beside(shared.stop_file))
         (work / "done").touch()
     else:
         assert dispatcher is not None
@@ -173,3 +182,5 @@ def stop_services(config: pytest.Config) -> None:
     if stop_file:
         Path(stop_file).unlink(missing_ok=True)
         Path(f"{stop_file}.settled").unlink(missing_ok=True)  # the sequential gate's settled alarms
+        Path(f"{stop_file}.ledger").unlink(missing_ok=True)  # the run's ledger (read into the record already)
+        Path(f"{stop_file}.ledger.lock").unlink(missing_ok=True)

@@ -30,15 +30,16 @@ from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def request_stop(config: pytest.Config, reason: str) -> None:
+def request_stop(config: pytest.Config, reason: str, *, drain: bool = False) -> None:
     """Record why the run stops (the first reason wins), cancel the prefetch dispatcher and create the stop file
-    (workers sending their own requests check it before each one); safe in a signal handler."""
+    (workers sending their own requests check it before each one); safe in a signal handler. ``drain`` (a budget
+    stop): the dispatcher's requests in flight are answered and used, not abandoned (they are paid for)."""
     state = config.stash[RUN_KEY]
     first = state.stop_reason is None
     if first:
         state.stop_reason = reason
     if state.dispatcher is not None:
-        state.dispatcher.cancel(state.stop_reason)
+        state.dispatcher.cancel(state.stop_reason, drain=drain)
     stop_file = config.stash[SHARED_KEY].stop_file
     if first and stop_file:
         try:
@@ -46,6 +47,32 @@ def request_stop(config: pytest.Config, reason: str) -> None:
             Path(stop_file).write_text(reason, encoding="utf-8")
         except OSError as exc:
             state.notes.append(f"could not tell the workers to stop ({stop_file}: {exc.strerror or exc})")
+
+
+def create_ledger(config: pytest.Config) -> None:
+    """The run's ledger beside its stop file: the budget and the price of every model it may call (the plan's tally
+    prices at the same prices, and adds judge calls at the judge's)."""
+    from pytest_longctx.dispatch.ledger import Ledger
+
+    s = config.stash[SETTINGS_KEY]
+    specs = dict.fromkeys((*s.models, s.model, s.judge))
+    ledger = Ledger.create(Path(f"{config.stash[SHARED_KEY].stop_file}.ledger"), s.budget,
+                           {spec.spec: s.price(spec) for spec in specs})
+    state = config.stash[RUN_KEY]
+    if state.display is not None:
+        state.display.ledger = ledger  # the progress line counts what the ledger counts
+    state.plan.prices = {spec.spec: s.price(spec) for spec in specs}  # --longctx-plan prices at the same prices
+    state.plan.judge = s.judge.spec
+
+
+def budget_stop(config: pytest.Config) -> None:
+    """Controller: once the ledger refused a request (the budget is reached), the run stops as a budget stop."""
+    from pytest_longctx.dispatch.ledger import Ledger
+
+    ledger = Ledger.beside(config.stash[SHARED_KEY].stop_file)
+    state = config.stash[RUN_KEY]
+    if ledger is not None and state.stop_reason is None and (reason := ledger.stop_reason()) is not None:
+        request_stop(config, reason, drain=True)
 
 
 def stop_prefetch(config: pytest.Config) -> None:
@@ -85,6 +112,8 @@ def settle(session: pytest.Session) -> None:
     """
     config = session.config
     state = config.stash[RUN_KEY]
+    if config.stash[SETTINGS_KEY].budget is not None:
+        budget_stop(config)  # a request refused after the last report (the prefetch lanes run ahead)
     if state.stop_reason is None and session.exitstatus == pytest.ExitCode.INTERRUPTED:
         request_stop(config, str(session.shouldstop or session.shouldfail or "interrupted"))
     if state.stop_reason is None:
@@ -119,8 +148,10 @@ SIGNALS_KEY = pytest.StashKey[SignalStop]()
 
 
 def install_signals(config: pytest.Config) -> None:
-    """Controller, when requests may start going out: the stop file's path for the workers, and the handlers."""
+    """Controller, when requests may start going out: the stop file's path for the workers, the run's ledger
+    beside it (budget and prices: ``dispatch/ledger.py``), and the handlers."""
     config.stash[SHARED_KEY].stop_file = str(stop_file_path(config))
+    create_ledger(config)
     handler = SignalStop(config)
     handler.install()
     config.stash[SIGNALS_KEY] = handler
