@@ -276,13 +276,14 @@ def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
 
 def simulate(item_drops: Any, margin: float, detect: float, level: float, futility: float,
              group: int = 1, final_level: float = 0.0, final_p: Any = None, looks: Any = None,
-             sizes: Any = None) -> tuple[Any, Any]:
+             sizes: Any = None, cleared: bool = False) -> Any:
     """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in feeding order; looks
     come after every ``group`` items, or after each count of items in ``looks`` (increasing, the last N: a run's
     sample groups). Returns (items at the decision, fired) per run; a run never settled decides at N.
 
     ``sizes`` (N,) or (R, N): each item's paired trials, ``item_drops`` then being summed drops (the plugin's
-    feed); None: one trial an item. The same bets as :class:`AlarmSequence` (vectorised: running sums give each
+    feed); None: one trial an item. ``cleared``: also return, per run, whether the clearing e-process settled it.
+    The same bets as :class:`AlarmSequence` (vectorised: running sums give each
     item's predictable bet). With ``final_level`` > 0 a run the e-processes did not settle is decided at N by the
     fixed design's one-sided p: ``final_p`` (R,) when the caller has it (:func:`paired_p`), else the one-sample
     t-test of the items' mean drops (:func:`drops_p`). ``level`` is then the e-process's share (:func:`split`).
@@ -321,10 +322,11 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
     first = np.where(ever, settled.argmax(axis=1), len(looks) - 1)
     items = looks[first] + 1
     out = fired[np.arange(r), first]
+    by_clearing = ever & ~out & (c[np.arange(r), first] >= math.log(1 / futility))
     if final_level > 0:
         p = drops_p(x / k, margin) if final_p is None else np.asarray(final_p, dtype=float)
         out = np.where(ever, out, p < final_level)
-    return items, out
+    return (items, out, by_clearing) if cleared else (items, out)
 
 
 def drops_p(item_drops: Any, margin: float) -> Any:
