@@ -221,28 +221,34 @@ def on_report(config: pytest.Config, report: pytest.TestReport, records: list[di
 
 
 def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
+    """Look after each newly completed sample group in turn (one look a group, however many complete at one report:
+    the e-processes see the same looks whatever the reports' timing)."""
     if seq.declared is None:
         seq.declared = _declared(config)
         _expect(seq)
-    for g in groups:
+    planned = len(seq.sizes or {})
+    first = seq.groups_done - len(groups)  # the groups completed before these
+    new: list[str] = []
+    for i, g in enumerate(groups):
+        at = first + i + 1
         records = seq.pending.pop(g, [])
         seq.looked.extend(records)
         _count(seq, records)
-    _feed(seq, final=bool(seq.sizes) and seq.groups_done >= len(seq.sizes or {}))
-    verdicts = [alarm.look() for alarm in seq.alarms.values()]
-    new = [text for text, alarm in seq.alarms.items() if alarm.settled is not None and text not in seq.why]
-    for text in new:
-        alarm = seq.alarms[text]
-        seq.settled_at_group[text] = seq.groups_done
-        seq.why[text] = (f"{alarm.settled} after {alarm.at_item} items ({seq.groups_done} of "
-                         f"{len(seq.sizes or {})} sample groups)")
-    if all(v is not None for v in verdicts):
-        items = max(a.n for a in seq.alarms.values())
-        fired = sum(v == "fired" for v in verdicts)
-        reason = (f"sequential gate settled after {seq.groups_done} of {len(seq.sizes or {})} sample groups "
-                  f"({items} items): {fired} of {len(verdicts)} alarms fired")
-        _stop(config, seq, reason)
-    elif new and seq.stop == "alarm":
+        if seq.stopped is not None:
+            continue  # (settled at an earlier group of this report: the rest are kept, not fed)
+        _feed(seq, final=bool(seq.sizes) and at >= planned)
+        verdicts = [alarm.look() for alarm in seq.alarms.values()]
+        for text, alarm in seq.alarms.items():
+            if alarm.settled is not None and text not in seq.why:
+                seq.settled_at_group[text] = at
+                seq.why[text] = f"{alarm.settled} after {alarm.at_item} items ({at} of {planned} sample groups)"
+                new.append(text)
+        if all(v is not None for v in verdicts):
+            items = max(a.n for a in seq.alarms.values())
+            fired = sum(v == "fired" for v in verdicts)
+            _stop(config, seq, f"sequential gate settled after {at} of {planned} sample groups ({items} items): "
+                               f"{fired} of {len(verdicts)} alarms fired")
+    if new and seq.stopped is None and seq.stop == "alarm":
         _settle(config, seq, new)
 
 
