@@ -38,6 +38,8 @@ def test_a_qa_regression_confined_to_the_longer_contexts_is_caught(pytester: pyt
     data = ("--longctx-data-dir", str(fr_xml.parent))
     code, prod, out = _run(pytester, "claude-prod", "prod", *data)
     assert code == 0, out
+    sizes = {t["params"]["context_tokens"] for t in prod["trials"] if t["experiment"] == "qa"}
+    assert sizes == {2000, 8000}, sizes
     code, cand, out = _run(pytester, "claude-long", "cand", *data, "--longctx-compare",
                            str(pytester.path / "prod" / "longctx.json"),
                            "--longctx-threshold", "experiment=qa:max-drop=0", "--longctx-sequential")
