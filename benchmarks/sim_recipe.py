@@ -6,8 +6,9 @@ concentrated, and what does a candidate run cost until the gate has decided, bes
 
 The designs are the plugin's remote defaults for anthropic/claude-sonnet-4-5, built with the experiments' own design
 functions (qa's, litm's and docs' ``block_design``; lrt's 20 cells of 20 files), and the run order is
-``--longctx-sequential``'s: sample group by sample group (sample i of every cell, then i + 1). Per alarm an item's
-drop is fed once, from the first sample group that holds it (``session/sequential.py``), and the plugin's own rule
+``--longctx-sequential``'s: sample group by sample group (sample i of every cell, then i + 1). Per alarm an item is
+fed once all its trials have answered (the sample group of its last trial), as its summed paired drop with its trial
+count (``session/sequential.py``), and the plugin's own rule
 decides (``results/sequential.simulate`` with the looks of the run's sample groups): the e-process at a quarter of
 the alarm's level at every look, clearing at 0.10 / 4, and for an alarm still open at the end of the design the
 final fixed-design look at the rest of its level with the fixed gate's own one-sided p (``results/robust.paired_rows``,
@@ -203,11 +204,12 @@ class Run:
 
 @dataclass
 class Watch:
-    """One alarm in run order: its items by first sample, the trials that feed each, and its looks."""
+    """One alarm in run order: its items in the order they complete (the sample group of their last trial), their
+    sizes, and its looks (``session/sequential.py`` feeds an item once all its trials have answered)."""
 
     mask: np.ndarray  # the alarm's trials
-    feeds: np.ndarray  # the alarm's trials whose sample is their item's first
     order: np.ndarray  # items in feeding order
+    sizes: np.ndarray  # their trials, in feeding order
     looks: np.ndarray  # items fed after each sample group
     samples: np.ndarray  # the sample group of each look
     items: np.ndarray  # the alarm's items, sorted (the fixed design's clusters)
@@ -216,20 +218,19 @@ class Watch:
     @classmethod
     def of(cls, run: Run, k: int) -> Watch:
         mask = run.alarm == k
-        first = np.full(run.items, np.iinfo(np.int64).max)
-        np.minimum.at(first, run.item[mask], run.sample[mask])
-        feeds = mask & (run.sample == first[run.item])
+        last = np.full(run.items, -1)
+        np.maximum.at(last, run.item[mask], run.sample[mask])
         items = np.unique(run.item[mask])
-        order = items[np.lexsort((items, first[items]))]
-        samples, counts = np.unique(first[order], return_counts=True)
-        sizes = np.bincount(run.item[mask], minlength=run.items)[items]
-        return cls(mask, feeds, order, np.cumsum(counts), samples, items, Shape.of(sizes))
+        order = items[np.lexsort((items, last[items]))]
+        samples, counts = np.unique(last[order], return_counts=True)
+        sizes = np.bincount(run.item[mask], minlength=run.items)
+        return cls(mask, order, sizes[order], np.cumsum(counts), samples, items, Shape.of(sizes[items]))
 
     def drops(self, run: Run, before: np.ndarray, after: np.ndarray) -> np.ndarray:
-        m = self.feeds
+        """Each item's summed paired drop, in feeding order."""
+        m = self.mask
         diff = np.bincount(run.item[m], weights=before[m].astype(float) - after[m], minlength=run.items)
-        size = np.bincount(run.item[m], minlength=run.items)
-        out: np.ndarray = diff[self.order] / size[self.order]
+        out: np.ndarray = diff[self.order]
         return out
 
     def paired(self, run: Run, before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -310,8 +311,10 @@ def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int
     final = np.zeros((runs, len(RECIPE)), bool)
     stop = np.zeros((runs, len(RECIPE)), int)  # the sample group after the alarm's deciding look
     for k, w in enumerate(watches):
-        items, hit = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=p[:, k], looks=w.looks)
-        _, by_e = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=w.looks)
+        items, hit = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=p[:, k], looks=w.looks,
+                              sizes=w.sizes)
+        _, by_e = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=w.looks,
+                           sizes=w.sizes)
         fired[:, k] = hit
         last = w.samples[np.searchsorted(w.looks, items)] + 1
         final[:, k] = hit & ~by_e

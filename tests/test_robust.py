@@ -99,8 +99,8 @@ def test_bounds_invert_the_tests() -> None:
 
 @pytest.mark.parametrize("right", [True, False])
 def test_no_jump_at_the_ceiling_or_the_floor(right: bool) -> None:
-    """2,320 trials over 20 questions: every flipped answer moves the one-sided bound by a little, and the same
-    way (it was 0.870 with none wrong and 0.995 with one)."""
+    """2,320 trials over 20 questions: every flipped answer moves the one-sided bound by a little and never up
+    (it was 0.870 with none wrong and 0.995 with one; then 0.898, 0.916 ... with 1, 2 ... wrong: issue 38.5)."""
     clusters = [q for q in range(20) for _ in range(116)]
     bounds = []
     for flipped in range(12):
@@ -111,4 +111,4 @@ def test_no_jump_at_the_ceiling_or_the_floor(right: bool) -> None:
         bounds.append(low if right else 1 - high)
     steps = np.diff(bounds)
     assert bounds[0] == pytest.approx(0.870, abs=0.01)
-    assert (steps > 0).all() and steps.max() < 0.035, bounds
+    assert (steps <= 1e-12).all() and np.abs(steps).max() < 0.035, bounds

@@ -11,6 +11,14 @@ shortest-length accuracy. A length is measured in tokens (the trials' own counts
 nominal token count (``context_tokens=128000``), a question about a length between the measured and the nominal
 count, or beyond the longest tested length when every length passed, cannot be decided (:meth:`undecided`).
 Two runs' effective lengths are compared on the items both asked (:func:`paired_difference`).
+
+The alarm ``min-effective-length=T`` (:meth:`EffectiveLength.p_below`) is not a bootstrap p of "the longest length
+that passes", which does not hold its level near the bar (22% false alarms with every length at 0.86 against 0.85,
+issue 38.4). The effective length is below T exactly when some tested length at or below T is below the bar; so
+the alarm tests, at each such length, "its accuracy is at least the bar" by the clustered one-sided test the
+``min=A`` alarm uses (:mod:`~pytest_longctx.results.robust`, items as clusters), and takes Holm's adjusted smallest
+p across them (Holm's first step: ``k`` times the smallest of ``k`` p's), so it fires wrongly at most alpha of the
+time when every length truly reaches the bar, whatever the lengths' correlation (``benchmarks/sim_effective.py``).
 """
 
 from __future__ import annotations
@@ -57,6 +65,8 @@ class EffectiveLength:
     #: NoLiMa's relative effective length (its ``threshold``: the share of the shortest length's accuracy)
     relative: EffectiveLength | None = None
     share: float | None = None
+    #: per tested length, the clustered one-sided p of "its accuracy is at least the bar" (None: the relative bar)
+    p_levels: tuple[float, ...] | None = None
 
     @property
     def at_least(self) -> bool:
@@ -94,8 +104,13 @@ class EffectiveLength:
         return self.quantile((1 - level) / 2), self.quantile(1 - (1 - level) / 2)
 
     def p_below(self, tokens: float) -> float:
-        """One-sided bootstrap p-value of 'the effective length is at least ``tokens``': a draw counts against
+        """One-sided p of 'the effective length is at least ``tokens``': Holm's adjusted smallest p of the tested
+        lengths at or below ``tokens`` ("its accuracy reaches the bar", clustered one-sided tests); 1 when no tested
+        length is that short. Without per-length tests (the relative bar), the bootstrap's: a draw counts against
         'below' when its length reaches ``tokens`` or may (see :meth:`reach`)."""
+        if self.p_levels is not None:
+            at_most = [p for lv, p in zip(self.levels, self.p_levels, strict=True) if lv.tokens <= tokens]
+            return min(1.0, len(at_most) * min(at_most)) if at_most else 1.0
         reach = {b: self.reach(b) for b in set(self.boot)}
         return (1 + sum(1 for b in self.boot if b >= tokens or reach[b] >= tokens)) / (1 + len(self.boot))
 
@@ -224,7 +239,26 @@ def effective_length(trials: Sequence[Mapping[str, Any]], axis: LengthAxis, thre
     relative = EffectiveLength(share * levels[0].accuracy, relative_tokens, levels,
                                tuple(int(b) for b in relative_boot), axis.param, share=share)
     return EffectiveLength(threshold, int(_longest(observed, table.lengths, threshold)[0]), levels,
-                           tuple(int(b) for b in boot), axis.param, relative=relative)
+                           tuple(int(b) for b in boot), axis.param, relative=relative,
+                           p_levels=level_p(table.right, table.asked, threshold))
+
+
+def level_p(right: Any, asked: Any, threshold: float) -> tuple[float, ...]:
+    """Per tested length (column): the clustered one-sided p of "its accuracy is at least ``threshold``" over the
+    items (rows) asked at it (the ``min=A`` alarm's test)."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, pooled_rows
+
+    out = []
+    for j in range(right.shape[1]):
+        held = asked[:, j] > 0
+        if held.sum() < 2:
+            out.append(1.0)  # one item cannot show anything
+            continue
+        rows = pooled_rows(np.array([right[held, j]]), Shape.of(asked[held, j]))
+        out.append(float(rows.p_below(threshold)[0]))
+    return tuple(out)
 
 
 def paired_difference(now: Sequence[Mapping[str, Any]], before: Sequence[Mapping[str, Any]], axis: LengthAxis,

@@ -1,36 +1,59 @@
-"""The sequential gate's statistic: betting e-processes over items' paired differences, valid at every look.
+"""The sequential gate's statistic: betting e-processes over items' paired drops, pooled as the fixed test pools.
 
-Each completed item contributes one value: its *drop*, the compared run's accuracy minus this run's over the item's
-paired trials (in [-1, 1]). Items arrive in the run's seeded order (the experiments' seeded draw of items by sample
-index), so their drops are independent draws with one mean, the pooled drop. For a ``max-drop=X`` alarm two
-betting e-processes run side by side (Waudby-Smith & Ramdas 2023, "Estimating means of bounded random variables
-by betting", JRSS-B; bets by aGRAPA, their approximate growth-rate-adaptive plug-in, capped at three quarters of
-the largest safe bet):
+**What is bet on.** An item reaches the e-processes once, when every trial of it the design holds has answered
+(``session/sequential.py`` counts them against the compared run's trials of the item), as its *summed* paired drop
+``D_i`` (the compared run's right answers minus this run's over the item's paired trials, in ``[-n_i, n_i]``) with
+its paired trial count ``n_i``. Every paired trial the fixed test pools reaches the e-process, and the quantity is
+the fixed test's: the trial-weighted pooled drop ``sum D / sum n``, not the plain mean of items' drops.
 
-* ``fire``: against "the drop is at most X". Wealth ``K = prod(1 + lam_i (x_i - X))``; under that null it is a
-  non-negative supermartingale, so by Ville's inequality it ever reaches ``1 / a`` with probability at most ``a``,
-  however often it is looked at (and however a run is continued: a re-run with more samples over a cached run
-  continues the same sequence, its first items answered from the cache). The alarm fires (fail) when it does.
-* ``clear``: against "the drop is at least X + D" (D: ``--longctx-detect``, else 0.05): reaching ``1 / b`` shows
-  the drop is below X + D, so the alarm is settled as a pass. A drop of X + D or more is cleared wrongly at most
-  ``b`` of the time (the power this costs at the design's drop); smaller drops are not promised to be seen.
+For a ``max-drop=X`` alarm two betting e-processes run side by side (Waudby-Smith & Ramdas 2023, "Estimating means
+of bounded random variables by betting", JRSS-B; bets by aGRAPA, their approximate growth-rate-adaptive plug-in,
+capped at three quarters of the largest safe bet) over *centred increments* normalised by ``M``, the largest item
+size of the design (known from the compared run before any answer):
+
+* ``fire``: ``c_i = (D_i - X n_i) / M``, in ``[-(1 + X), 1 - X]``; wealth ``K = prod(1 + lam_i c_i)`` with
+  ``lam_i`` in ``[0, CAP / (1 + X)]`` chosen from the increments before ``i`` (predictable), so every factor is
+  positive. The alarm fires (fail) when ``K >= 1 / a``.
+* ``clear``: ``c_i = ((X + D') n_i - D_i) / M`` (``D'``: ``--longctx-detect``, else 0.05), in
+  ``[-(1 - X - D'), 1 + X + D']``: reaching ``1 / b`` shows the pooled drop below ``X + D'``, settled as a pass.
+
+**Why it is valid.** Items enter the run in the experiments' seeded random order (sample ``i`` asks the ``i``-th
+item of a seeded permutation) and an item is fed when its design's trials have answered: *when* an item is fed
+depends on the design and the order, never on its answers. So, given everything fed before, the ``i``-th item is a
+random draw from the population of items in its design slot, and ``E[D_i - X n_i | past] = n_i (delta_i - X)``
+with ``delta_i`` the expected per-trial drop over that slot's cells. Under the pooled null with the drop spread as
+the design spreads trials (every slot's cells at most ``X``: in particular any drop confined to some cells of a
+design whose items all hold those cells in the same share, as docs' depths and sizes, lrt's cells of one file
+each, and the full designs), each increment has conditional mean ``<= 0``: ``K`` is a non-negative supermartingale
+and by Ville's inequality it ever reaches ``1 / a`` with probability at most ``a``, however often it is looked at
+and however a run is continued (a re-run with more samples continues the same sequence, its first items answered
+from the cache). The normalisation by the constant ``M`` (not by ``n_i``) keeps the weight of an item its trial
+count: with ``X`` the fixed test's margin, the drift of ``log K`` is positive exactly when the trial-weighted drop of
+the items fed exceeds ``X``. Where a block design gives items different shares of the cells (qa's position and
+depth blocks) *and* the candidate trades cells off against each other (worse on some, better on others, pooled at
+most ``X``), an increment's mean follows its slot and the guarantee holds on the average over the slots' interleaving
+rather than item by item; ``benchmarks/conformance.py`` measures that case ("traded off") with the rest. Clearing
+only forgoes rejections, so it never adds false alarms; its error (a drop of ``X + D'`` or more cleared) is at most
+``b`` by the same argument.
 
 * ``final look``: each alarm's level ``a`` is split (Bonferroni): ``a1 = EPROCESS_SHARE * a`` for the fire
   e-process at every look and ``a2 = a - a1`` for one look at the end of the planned design, where the fixed
   design's one-sided clustered paired test (the fixed gate's own p, unadjusted) decides an alarm the e-processes did
   not settle: it fires when ``p < a2``. The e-process fires wrongly at most ``a1`` of the time, the final look at
-  most ``a2`` (it is taken once, at a fixed design), so together at most ``a`` (union bound). Stopping for
-  futility (clear) only forgoes rejections, so it stays valid.
+  most ``a2`` (it is taken once, at a fixed design), so together at most ``a`` (union bound). At the end of the
+  design every item not yet fed (some trial errored or was never asked) is fed with the trials that paired.
 
 A threshold is *settled* when it fired, cleared, or (with no final look) can no longer fire within the planned
-design (even if every remaining item dropped by 1 at the largest bet the wealth could not reach ``1 / a``). With a
-final look "cannot fire" settles nothing before the end: the gate's fixed test (Agresti-Min's centre on effective
-counts, a smoothed design effect, the null-imposed variance) has no simple bound over the remaining items' answers,
-and a few items more can still bring its p under ``a2``; such an alarm runs to the end of the design. The run
-stops once every threshold is settled. Levels: ``a = alpha / m`` over the gate's ``m`` sequential alarms
-(Bonferroni, which needs no order among them) and ``b = FUTILITY / m``.
+design (even if every remaining item's increment were the largest at the largest bet the wealth could not reach
+``1 / a``). With a final look "cannot fire" settles nothing before the end: the gate's fixed test (Agresti-Min's
+centre on effective counts, a smoothed design effect, the null-imposed variance) has no simple bound over the
+remaining items' answers, and a few items more can still bring its p under ``a2``; such an alarm runs to the end of
+the design. The run stops once every threshold is settled. Levels: ``a = alpha / m`` over the gate's ``m``
+sequential alarms (Bonferroni, which needs no order among them) and ``b = FUTILITY / m``.
 
-:func:`simulate` runs the same rule over many seeded runs at once (numpy), for the plan and the benchmark.
+With one trial an item (``M = n_i = 1``) the increments are the old ones, ``drop - X``: :meth:`AlarmSequence.add`
+takes such a drop. :func:`simulate` runs the same rule over many seeded runs at once (numpy), for the plan and the
+benchmarks.
 """
 
 from __future__ import annotations
@@ -58,25 +81,26 @@ CAP = 0.75
 EPROCESS_SHARE = 0.25
 
 
-def _bet(total: float, squares: float, n: int, prior: float, null: float, limit: float) -> float:
-    """aGRAPA: ``(mu - null) / (var + (mu - null)^2)`` from the values so far (shrunk to a prior worth one value),
-    clipped to ``[0, limit]`` (a one-sided bet: only in the direction that disproves the null)."""
+def _bet(total: float, squares: float, n: int, prior: float, limit: float, unit: float = 1.0) -> float:
+    """aGRAPA: ``mu / (var + mu^2)`` from the centred increments so far (shrunk to a prior worth one increment; the
+    variance floored at ``unit^2 / 4(n+1)``, ``unit`` an increment's typical scale), clipped to ``[0, limit]`` (a
+    one-sided bet: only in the direction that disproves the null)."""
     mean = (total + prior) / (n + 1)
-    var = max((squares + prior * prior) / (n + 1) - mean * mean, 0.0) + 1.0 / (4 * (n + 1))
-    edge = mean - null
-    if edge <= 0:
+    var = max((squares + prior * prior) / (n + 1) - mean * mean, 0.0) + unit * unit / (4 * (n + 1))
+    if mean <= 0:
         return 0.0
-    return min(edge / (var + edge * edge), limit)
+    return min(mean / (var + mean * mean), limit)
 
 
 @dataclass
 class Wealth:
-    """One betting e-process for the mean of values in [-1, 1]: ``sign`` +1 bets that the mean exceeds ``null``,
-    -1 that it falls short of it."""
+    """One betting e-process over centred increments in ``[-low, high]`` whose conditional mean is at most 0 under
+    its null: it bets they are positive."""
 
-    null: float
-    sign: int
+    low: float
+    high: float
     prior: float
+    unit: float = 1.0
     log_wealth: float = 0.0
     n: int = 0
     _total: float = 0.0
@@ -84,27 +108,27 @@ class Wealth:
 
     @property
     def limit(self) -> float:
-        """The largest bet: ``CAP`` times the one that would ruin on the worst value."""
-        worst = 1 + self.null if self.sign > 0 else 1 - self.null
-        return CAP / max(worst, 1e-9)
+        """The largest bet: ``CAP`` times the one that would ruin on the worst increment."""
+        return CAP / max(self.low, 1e-9)
 
-    def add(self, value: float) -> None:
-        v = self.sign * value
-        lam = _bet(self._total, self._squares, self.n, self.sign * self.prior, self.sign * self.null, self.limit)
-        self.log_wealth += math.log1p(lam * (v - self.sign * self.null))
+    def add(self, increment: float) -> None:
+        lam = _bet(self._total, self._squares, self.n, self.prior, self.limit, self.unit)
+        self.log_wealth += math.log1p(lam * increment)
         self.n += 1
-        self._total += v
-        self._squares += v * v
+        self._total += increment
+        self._squares += increment * increment
 
     def best_gain(self) -> float:
-        """The most the log-wealth can grow on one value (the largest bet, the value most against the null)."""
-        best = 1 - self.null if self.sign > 0 else 1 + self.null
-        return math.log1p(self.limit * best)
+        """The most the log-wealth can grow on one increment (the largest bet, the largest increment)."""
+        return math.log1p(self.limit * self.high)
 
 
 @dataclass
 class AlarmSequence:
-    """A ``max-drop=X`` alarm watched item by item: fire / clear wealths and the verdict once settled."""
+    """A ``max-drop=X`` alarm watched item by item: fire / clear wealths and the verdict once settled.
+
+    ``scale``: the largest item size of the design (``M``); ``unit``: the mean item size over ``M`` (the typical
+    increment's scale, for the bets' prior and variance floor). Both 1 when every item is one trial."""
 
     threshold: str
     margin: float
@@ -114,29 +138,54 @@ class AlarmSequence:
     planned: int
     #: the final fixed-design look's level (0: no final look, the e-process alone decides)
     final_level: float = 0.0
+    scale: float = 1.0
+    unit: float = 1.0
     fire: Wealth = field(init=False)
     clear: Wealth = field(init=False)
     settled: str | None = None  # "fired" | "cleared" | "cannot fire" | "not shown" (final look only)
     at_item: int | None = None
-    drops: float = 0.0
+    drops: float = 0.0  # the summed paired drops fed
+    trials: int = 0  # the paired trials fed
     by: str | None = None  # "e-process" | "final look"
     final_p: float | None = None
 
     def __post_init__(self) -> None:
-        self.fire = Wealth(self.margin, +1, prior=self.margin)
-        self.clear = Wealth(min(self.margin + self.detect, 1.0), -1, prior=self.margin)
+        top = min(self.margin + self.detect, 1.0)
+        self.fire = Wealth(1 + self.margin, 1 - self.margin, prior=0.0, unit=self.unit)
+        self.clear = Wealth(1 - top, 1 + top, prior=(top - self.margin) * self.unit, unit=self.unit)
+
+    def rescale(self, scale: float, mean_size: float) -> None:
+        """Set the design's largest item size and mean item size (before the first item)."""
+        if self.n:
+            raise ValueError("an alarm's scale is set before its first item")
+        self.scale, self.unit = float(scale), min(max(mean_size / max(scale, 1e-9), 1e-6), 1.0)
+        self.__post_init__()
 
     @property
     def n(self) -> int:
         return self.fire.n
 
     def add(self, drop: float) -> None:
-        """One more item's drop (candidate's accuracy below the compared run's, in [-1, 1])."""
+        """One more one-trial item's drop (candidate's accuracy below the compared run's, in [-1, 1])."""
         if not -1.0 <= drop <= 1.0:
             raise ValueError(f"an item's drop is within [-1, 1], got {drop}")
-        self.fire.add(drop)
-        self.clear.add(drop)
+        self.add_item(drop, 1)
+
+    def add_item(self, drop: float, trials: int) -> None:
+        """One more item: its summed paired drop (in ``[-trials, trials]``) over its ``trials`` paired trials."""
+        if trials < 1 or trials > self.scale + 1e-9 or abs(drop) > trials + 1e-9:
+            raise ValueError(f"an item's summed drop is within [-{trials}, {trials}] and its {trials} trials at most "
+                             f"the design's largest item ({self.scale:g}), got {drop}")
+        top = min(self.margin + self.detect, 1.0)
+        self.fire.add((drop - self.margin * trials) / self.scale)
+        self.clear.add((top * trials - drop) / self.scale)
         self.drops += drop
+        self.trials += trials
+
+    @property
+    def pooled_drop(self) -> float | None:
+        """The trial-weighted drop of the items fed (the fixed test's quantity)."""
+        return self.drops / self.trials if self.trials else None
 
     def look(self) -> str | None:
         """Check after a group of items: the verdict once settled (kept from then on)."""
@@ -165,9 +214,11 @@ class AlarmSequence:
         return self.settled
 
     def to_json(self) -> dict[str, Any]:
+        pooled = self.pooled_drop
         return {"threshold": self.threshold, "margin": self.margin, "detect": self.detect,
                 "level": self.level, "futility": self.futility, "items": self.n, "planned_items": self.planned,
-                "mean_drop": round(float(self.drops) / self.n, 4) if self.n else None,
+                "trials": self.trials, "scale": self.scale,
+                "mean_drop": None if pooled is None else round(pooled, 4),
                 "e_value": round(math.exp(min(self.fire.log_wealth, 700.0)), 4),
                 "e_value_cleared": round(math.exp(min(self.clear.log_wealth, 700.0)), 4),
                 "settled": self.settled, "settled_at_item": self.at_item, "settled_by": self.by,
@@ -177,7 +228,8 @@ class AlarmSequence:
 
     def words(self) -> str:
         e = math.exp(min(self.fire.log_wealth, 700.0))
-        said = f"sequential: {self.n} items, mean drop {self.drops / max(self.n, 1):+.3f}, e-value {e:.3g}"
+        said = (f"sequential: {self.n} items ({self.trials} paired trials), pooled drop "
+                f"{self.pooled_drop or 0.0:+.3f}, e-value {e:.3g}")
         if self.by == "final look" and self.final_p is not None:
             shown = "shown" if self.settled == "fired" else "not shown"
             return (f"{said} < 1/{self.level:.3g} (not settled by the e-process); final fixed-design look at the "
@@ -223,36 +275,39 @@ def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
 
 
 def simulate(item_drops: Any, margin: float, detect: float, level: float, futility: float,
-             group: int = 1, final_level: float = 0.0, final_p: Any = None, looks: Any = None
-             ) -> tuple[Any, Any]:
-    """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in run order; looks come
-    after every ``group`` items, or after each count of items in ``looks`` (increasing, the last N: a run's sample
-    groups). Returns (items at the decision, fired) per run; a run never settled decides at N.
+             group: int = 1, final_level: float = 0.0, final_p: Any = None, looks: Any = None,
+             sizes: Any = None, cleared: bool = False) -> Any:
+    """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in feeding order; looks
+    come after every ``group`` items, or after each count of items in ``looks`` (increasing, the last N: a run's
+    sample groups). Returns (items at the decision, fired) per run; a run never settled decides at N.
 
-    The same bets as :class:`AlarmSequence` (vectorised: running sums give each item's predictable bet). With
-    ``final_level`` > 0 a run the e-processes did not settle is decided at N by the fixed design's one-sided p:
-    ``final_p`` (R,) when the caller has it (:func:`paired_p`), else the one-sample t-test of the items' drops
-    (:func:`drops_p`). ``level`` is then the e-process's share (:func:`split`).
+    ``sizes`` (N,) or (R, N): each item's paired trials, ``item_drops`` then being summed drops (the plugin's
+    feed); None: one trial an item. ``cleared``: also return, per run, whether the clearing e-process settled it.
+    The same bets as :class:`AlarmSequence` (vectorised: running sums give each
+    item's predictable bet). With ``final_level`` > 0 a run the e-processes did not settle is decided at N by the
+    fixed design's one-sided p: ``final_p`` (R,) when the caller has it (:func:`paired_p`), else the one-sample
+    t-test of the items' mean drops (:func:`drops_p`). ``level`` is then the e-process's share (:func:`split`).
     """
     import numpy as np
 
     x = np.asarray(item_drops, dtype=float)
     r, n = x.shape
-    count = np.arange(n, dtype=float)  # values before item i
-    before = np.concatenate([np.zeros((r, 1)), np.cumsum(x, axis=1)[:, :-1]], axis=1)
-    before_sq = np.concatenate([np.zeros((r, 1)), np.cumsum(x * x, axis=1)[:, :-1]], axis=1)
+    k = np.ones_like(x) if sizes is None else np.broadcast_to(np.asarray(sizes, dtype=float), x.shape)
+    scale = float(k.max()) if k.size else 1.0
+    unit = float(k.mean()) / scale if k.size else 1.0
+    count = np.arange(n, dtype=float)  # increments before item i
+    top = min(margin + detect, 1.0)
 
-    def log_wealth(sign: int, null: float) -> Any:
-        v, s, s2, p, m0 = sign * x, sign * before, before_sq, sign * margin, sign * null
-        mean = (s + p) / (count + 1)
-        var = np.maximum((s2 + p * p) / (count + 1) - mean**2, 0.0) + 1.0 / (4 * (count + 1))
-        edge = mean - m0
-        worst = 1 + null if sign > 0 else 1 - null
-        lam = np.clip(np.where(edge > 0, edge / (var + edge**2), 0.0), 0.0, CAP / max(worst, 1e-9))
-        return np.cumsum(np.log1p(lam * (v - m0)), axis=1)
+    def log_wealth(c: Any, low: float, prior: float) -> Any:
+        s = np.concatenate([np.zeros((r, 1)), np.cumsum(c, axis=1)[:, :-1]], axis=1)
+        s2 = np.concatenate([np.zeros((r, 1)), np.cumsum(c * c, axis=1)[:, :-1]], axis=1)
+        mean = (s + prior) / (count + 1)
+        var = np.maximum((s2 + prior * prior) / (count + 1) - mean**2, 0.0) + unit * unit / (4 * (count + 1))
+        lam = np.clip(np.where(mean > 0, mean / (var + mean**2), 0.0), 0.0, CAP / max(low, 1e-9))
+        return np.cumsum(np.log1p(lam * c), axis=1)
 
-    fire = log_wealth(+1, margin)
-    clear = log_wealth(-1, min(margin + detect, 1.0))
+    fire = log_wealth((x - margin * k) / scale, 1 + margin, 0.0)
+    clear = log_wealth((top * k - x) / scale, 1 - top, (top - margin) * unit)
     if looks is None:
         looks = np.arange(group, n + group, group)
     looks = np.unique(np.minimum(np.asarray(looks, dtype=int), n)) - 1
@@ -267,10 +322,11 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
     first = np.where(ever, settled.argmax(axis=1), len(looks) - 1)
     items = looks[first] + 1
     out = fired[np.arange(r), first]
+    by_clearing = ever & ~out & (c[np.arange(r), first] >= math.log(1 / futility))
     if final_level > 0:
-        p = drops_p(x, margin) if final_p is None else np.asarray(final_p, dtype=float)
+        p = drops_p(x / k, margin) if final_p is None else np.asarray(final_p, dtype=float)
         out = np.where(ever, out, p < final_level)
-    return items, out
+    return (items, out, by_clearing) if cleared else (items, out)
 
 
 def drops_p(item_drops: Any, margin: float) -> Any:

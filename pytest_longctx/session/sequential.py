@@ -19,6 +19,7 @@ and why it stopped. Prefetch is kept a window ahead of the reported tests, so a 
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.results.sequential import DEFAULT_DETECT, AlarmSequence, item_drops, levels, split
+from pytest_longctx.results.sequential import DEFAULT_DETECT, AlarmSequence, levels, split
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 from pytest_longctx.session.options import Settings
 
@@ -47,10 +48,13 @@ class SeqRun:
     window: int = 64
     stopped: str | None = None
     declared: dict[str, Any] | None = None
-    #: per alarm, the items already fed to its e-process: an item asked in several sample groups (qa's incomplete
-    #: blocks put a question at different sample indexes in different cells) counts once, from the first group
-    #: that holds it, so the e-process's observations stay one per independent item
+    #: per alarm, the items already fed to its e-process: an item is fed once, when every trial of it the compared
+    #: run holds in the alarm's cells has reported here (or at the end of the design), with all its paired trials
     fed: dict[str, set[str]] = field(default_factory=dict)
+    #: per alarm: the compared run's trials of each item in its cells (what "complete" means), and this run's
+    #: reported trials of each item so far
+    expected: dict[str, Counter[str]] = field(default_factory=dict)
+    have: dict[str, Counter[str]] = field(default_factory=dict)
     #: the last sample index looked at (set once the look, and a stop it led to, are done): the batch rounds read it
     looked_sample: int = -1
     #: --longctx-sequential-stop: "alarm" (a settled alarm's own trials stop) or "run" (only the whole run stops)
@@ -217,42 +221,91 @@ def on_report(config: pytest.Config, report: pytest.TestReport, records: list[di
 
 
 def _look(config: pytest.Config, seq: SeqRun, groups: list[int]) -> None:
-    from pytest_longctx.results.evidence import DEFAULT, cluster_of
-    from pytest_longctx.results.pairing import pair_runs
-
+    """Look after each newly completed sample group in turn (one look a group, however many complete at one report:
+    the e-processes see the same looks whatever the reports' timing)."""
     if seq.declared is None:
         seq.declared = _declared(config)
-    for g in groups:
-        seq.looked.extend(seq.pending.pop(g, []))
-    wanted = set(groups)
-    pairs = [(a, b) for _, a, b in pair_runs(seq.looked, seq.baseline).pairs if a["sample"] in wanted]
-    for g in groups:
-        for t in seq.thresholds:
-            if seq.alarms[t.text].settled is not None:
-                continue  # a settled alarm's e-process is fed no more: its verdict and the items it took stay
-            mine = [(cluster_of(a, seq.declared.get(a["experiment"], DEFAULT)), a["outcome"] == "correct",
-                     b["outcome"] == "correct") for a, b in pairs if a["sample"] == g and t.matches(a["experiment"],
-                                                                                                  a["params"])]
-            fed = seq.fed.setdefault(t.text, set())
-            for item, drop in sorted(item_drops(mine).items()):  # the same order whatever the reports' order
-                if item not in fed:
-                    fed.add(item)
-                    seq.alarms[t.text].add(drop)
-    verdicts = [alarm.look() for alarm in seq.alarms.values()]
-    new = [text for text, alarm in seq.alarms.items() if alarm.settled is not None and text not in seq.why]
-    for text in new:
-        alarm = seq.alarms[text]
-        seq.settled_at_group[text] = seq.groups_done
-        seq.why[text] = (f"{alarm.settled} after {alarm.at_item} items ({seq.groups_done} of "
-                         f"{len(seq.sizes or {})} sample groups)")
-    if all(v is not None for v in verdicts):
-        items = max(a.n for a in seq.alarms.values())
-        fired = sum(v == "fired" for v in verdicts)
-        reason = (f"sequential gate settled after {seq.groups_done} of {len(seq.sizes or {})} sample groups "
-                  f"({items} items): {fired} of {len(verdicts)} alarms fired")
-        _stop(config, seq, reason)
-    elif new and seq.stop == "alarm":
+        _expect(seq)
+    planned = len(seq.sizes or {})
+    first = seq.groups_done - len(groups)  # the groups completed before these
+    new: list[str] = []
+    for i, g in enumerate(groups):
+        at = first + i + 1
+        records = seq.pending.pop(g, [])
+        seq.looked.extend(records)
+        _count(seq, records)
+        if seq.stopped is not None:
+            continue  # (settled at an earlier group of this report: the rest are kept, not fed)
+        _feed(seq, final=bool(seq.sizes) and at >= planned)
+        verdicts = [alarm.look() for alarm in seq.alarms.values()]
+        for text, alarm in seq.alarms.items():
+            if alarm.settled is not None and text not in seq.why:
+                seq.settled_at_group[text] = at
+                seq.why[text] = f"{alarm.settled} after {alarm.at_item} items ({at} of {planned} sample groups)"
+                new.append(text)
+        if all(v is not None for v in verdicts):
+            items = max(a.n for a in seq.alarms.values())
+            fired = sum(v == "fired" for v in verdicts)
+            _stop(config, seq, f"sequential gate settled after {at} of {planned} sample groups ({items} items): "
+                               f"{fired} of {len(verdicts)} alarms fired")
+    if new and seq.stopped is None and seq.stop == "alarm":
         _settle(config, seq, new)
+
+
+def _cluster(seq: SeqRun, trial: Mapping[str, Any]) -> str:
+    from pytest_longctx.results.evidence import DEFAULT, cluster_of
+
+    return cluster_of(trial, (seq.declared or {}).get(trial["experiment"], DEFAULT))
+
+
+def _expect(seq: SeqRun) -> None:
+    """Per alarm: the compared run's trials of each item in its cells, and the largest item (the increments'
+    scale, known before any answer)."""
+    for t in seq.thresholds:
+        want = Counter(_cluster(seq, b) for b in seq.baseline if t.matches(b["experiment"], b["params"]))
+        seq.expected[t.text] = want
+        seq.have[t.text] = Counter()
+        alarm = seq.alarms[t.text]
+        if want:
+            alarm.rescale(max(want.values()), sum(want.values()) / len(want))
+
+
+def _count(seq: SeqRun, records: list[dict[str, Any]]) -> None:
+    for t in seq.thresholds:
+        have = seq.have.setdefault(t.text, Counter())
+        have.update(_cluster(seq, r) for r in records if t.matches(r["experiment"], r["params"]))
+
+
+def _feed(seq: SeqRun, final: bool) -> None:
+    """Feed every alarm the items now complete (all of them at the end of the design), in item order: each item's
+    summed paired drop over its paired trials."""
+    from pytest_longctx.results.pairing import pair_runs
+
+    ready: dict[str, list[str]] = {}
+    for t in seq.thresholds:
+        if seq.alarms[t.text].settled is not None:
+            continue  # a settled alarm's e-process is fed no more: its verdict and the items it took stay
+        fed, want, have = seq.fed.setdefault(t.text, set()), seq.expected[t.text], seq.have[t.text]
+        done = sorted(i for i in want if i not in fed and (final or have[i] >= want[i]))
+        if done:
+            ready[t.text] = done
+    if not ready:
+        return
+    sums: dict[tuple[str, str], list[int]] = {}
+    for _, a, b in pair_runs(seq.looked, seq.baseline).pairs:
+        item = _cluster(seq, a)
+        for t in seq.thresholds:
+            if t.text in ready and t.matches(a["experiment"], a["params"]):
+                s = sums.setdefault((t.text, item), [0, 0])
+                s[0] += int(b["outcome"] == "correct") - int(a["outcome"] == "correct")
+                s[1] += 1
+    for text, items in ready.items():
+        alarm = seq.alarms[text]
+        for item in items:
+            seq.fed[text].add(item)
+            drop, trials = sums.get((text, item), (0, 0))
+            if trials:  # an item none of whose trials paired (errors) is not an observation
+                alarm.add_item(drop, trials)
 
 
 def _settle(config: pytest.Config, seq: SeqRun, new: list[str]) -> None:
