@@ -90,7 +90,8 @@ def test_record_schema_and_history_from_runs(longctx_runner: Any) -> None:
     assert (settings["seed"], settings["samples"]) == (11, 2)
     assert (settings["cache"], settings["workers"], settings["thresholds"]) == ("off", 1, [])
     assert record["gate"] == {"status": "none", "errors": [], "thresholds": [], "exit_code": 0, "checks": [],
-                              "alpha": 0.05, "counts": {"pass": 0, "fail": 0, "too-few": 0, "error": 0}}
+                              "alpha": 0.05, "counts": {"pass": 0, "fail": 0, "too-few": 0, "error": 0},
+                              "errored_trials": 0, "run_exit_code": 0}
     assert {t["cluster"] for t in record["trials"]} == {f"seeded|trial:{t['nodeid']}#{t['sample']}"
                                                        for t in record["trials"]}
     assert [c["key"] for c in record["cells"]] == ['seeded{"size":3}', 'seeded{"size":12}']

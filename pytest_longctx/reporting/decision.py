@@ -159,10 +159,10 @@ def rows(record: Mapping[str, Any], series: str = "") -> list[Row]:
                _verdicts([c for c in checks if c.get("experiments") == [name]]), length_diffs.get(name))
            for name, entry in experiments.items()]
     # an experiment the summary lacks (it could not be computed) keeps its row: its verdicts and errors stay shown
-    named = [str(c["experiment"]) for c in record.get("cells") or []]
+    named = [str(c["experiment"]) for c in record.get("cells") or [] if "experiment" in c]
     named += [str(e) for c in checks for e in c.get("experiments") or [] if len(c.get("experiments") or []) == 1]
     for name in dict.fromkeys(n for n in named if n not in experiments):
-        errors = sum(int(c.get("errors", 0)) for c in record.get("cells") or [] if c["experiment"] == name)
+        errors = sum(int(c.get("errors", 0)) for c in record.get("cells") or [] if c.get("experiment") == name)
         out.append(Row(name, series, errors=errors, verdicts=_verdicts(
             [c for c in checks if c.get("experiments") == [name]]), length=lengths.get(name)))
     spanning = [c for c in checks if len(c.get("experiments") or []) != 1]
