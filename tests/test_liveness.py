@@ -29,6 +29,7 @@ from pytest_longctx.dispatch.lanes import LaneQueue
 from pytest_longctx.dispatch.ordering import group_sizes, group_starts, place
 from pytest_longctx.dispatch.prefetch import Dispatcher, Waiter, error_path
 from pytest_longctx.errors import BackendError
+from pytest_longctx.server.graded import Graded
 from pytest_longctx.server.responders import last_user_text
 
 #: Three cells; from sample j*AHEAD on, cell j's prompt shares its context (a prompt-cache prefix) with cell 0's
@@ -93,6 +94,48 @@ def test_far_prompt_cache_siblings_do_not_stall_the_sequential_window(longctx_ru
     else:
         assert seq["groups_completed"] == 40 and len(answered) == 120
     assert record["prefetch"]["sent"] == srv.stats.endpoints["messages"] - 120  # the baseline's 120, then these
+
+
+ROOT = Path(__file__).resolve().parent.parent
+QA_KEY = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"
+
+
+def _qa(pytester: pytest.Pytester, model: str, name: str, data_dir: Path, samples: int, *args: str,
+        ) -> tuple[int, dict[str, Any], str]:
+    """The recipe's qa position cells (2,000 and 8,000 tokens: 48 cells) against the local server, cache on."""
+    report = pytester.path / name
+    result = pytester.runpytest_subprocess(
+        str(ROOT / "evals" / "qa"), "-p", "no:cacheprovider", "-k", "test_qa_position", "--longctx-model",
+        f"anthropic/{model}", "--longctx-report-dir", str(report), "--longctx-cache-dir",
+        str(pytester.path / f"cache-{name}"), "--longctx-data-dir", str(data_dir), "--longctx-context-sizes",
+        "2000,8000", "--longctx-samples", str(samples), "--longctx-max-concurrency", "32", *args, timeout=600)
+    out = result.stdout.str() + result.stderr.str()
+    path = report / "longctx.json"
+    assert path.is_file() and "INTERNALERROR" not in out, out
+    return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("design", ["blocks", "full"])
+def test_the_recipes_qa_cells_complete_over_sample_and_worker_counts(pytester: pytest.Pytester, api: Any,
+                                                                     fr_xml: Path, design: str) -> None:
+    """qa's position cells, each design: a baseline of 8 samples, then a candidate 3 points worse (the e-process
+    cannot settle it early) gated sequentially at 8, 5 and 3 samples on 4, 2 and no xdist workers. Every run
+    completes its design (or stops once settled), with no trial lost to an error, and decides."""
+    api(Graded(f"claude-prod=0.85,claude-next=0.82,flip=0.05,seed=5,rho=0.7,qa-key={QA_KEY}"))
+    design_args = ("--longctx-qa-design", design)
+    code, prod, out = _qa(pytester, "claude-prod", "prod", fr_xml.parent, 8, "-n", "2", *design_args)
+    assert code in (0, 1) and len(prod["trials"]) == 48 * 8, out
+    gate = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), "--longctx-threshold",
+            "experiment=qa:max-drop=0", "--longctx-sequential", *design_args)
+    for samples, dist in ((8, ("-n", "4")), (5, ("-n", "2")), (3, ("-p", "no:xdist"))):
+        name = f"next-{samples}"
+        code, run, out = _qa(pytester, "claude-next", name, fr_xml.parent, samples, *dist, *gate)
+        seq = run["sequential"]
+        assert code in (0, 10), out
+        assert not run.get("stopped") and not [t for t in run["trials"] if t["outcome"] == "error"], out
+        assert seq["groups_planned"] == samples
+        assert seq["stopped"] or (seq["groups_completed"] == samples and len(run["trials"]) == 48 * samples), seq
 
 
 # -- the window's parts, on plain values ------------------------------------------------------------------
