@@ -133,7 +133,9 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by
         assert len(kinds) == 1, (item, cells)
         assert (len(cells) <= 3 and len(sizes) == 1) if kinds == {"position"} else len(sizes) <= 2, (item, cells)
     depth = [cells for cells in blocks.values() if next(iter(cells)).startswith("depth")]
-    assert sum(len(cells) for cells in depth) == 2 * 8 and sum(len(cells) == 2 for cells in depth) >= 6
+    # both depth sizes for most questions; a section too long for 2,000 tokens gives one-size blocks (its questions
+    # come together now, so up to five of them)
+    assert sum(len(cells) for cells in depth) == 2 * 8 and sum(len(cells) == 2 for cells in depth) >= 5
     assert len(blocks) - len(depth) == 2 * -(-8 * 8 // 3)  # 44 position questions (and 8-10 depth questions)
     check = nxt["gate"]["checks"][0]
     assert check["clusters"] == len(blocks) and check["n"] == len(asked)
