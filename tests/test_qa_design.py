@@ -133,7 +133,9 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by
         assert len(kinds) == 1, (item, cells)
         assert (len(cells) <= 3 and len(sizes) == 1) if kinds == {"position"} else len(sizes) <= 2, (item, cells)
     depth = [cells for cells in blocks.values() if next(iter(cells)).startswith("depth")]
-    assert sum(len(cells) for cells in depth) == 2 * 8 and sum(len(cells) == 2 for cells in depth) >= 6
+    # both depth sizes for most questions; a section too long for 2,000 tokens gives one-size blocks (its questions
+    # come together now, so up to five of them)
+    assert sum(len(cells) for cells in depth) == 2 * 8 and sum(len(cells) == 2 for cells in depth) >= 5
     assert len(blocks) - len(depth) == 2 * -(-8 * 8 // 3)  # 44 position questions (and 8-10 depth questions)
     check = nxt["gate"]["checks"][0]
     assert check["clusters"] == len(blocks) and check["n"] == len(asked)
@@ -156,3 +158,35 @@ def test_docs_asks_every_reviewed_item_of_a_remote_model(pytester: pytest.Pytest
     result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs" / "test_docs.py"), "--collect-only", "-q", "-p",
                                            "no:cacheprovider", "--longctx-model", model, *args)
     result.stdout.fnmatch_lines([f"{collected} tests collected*"])
+
+
+def test_a_sections_questions_share_one_size_and_so_one_context() -> None:
+    """``section_of`` (what a run passes): a section's questions come together and go to one size (two depth
+    sizes), so qa's one context per section, size and position serves all of them; each question keeps its block
+    (three variants at every position) and every cell its 20 questions, as without it."""
+    order = _order(395)
+    section = {q: f"sec{int(q[1:]) * 7 % 79:02d}" for q in order}  # 79 sections of 5, spread over the order
+    short = {q for q in order if section[q] < "sec20"}  # a quarter of the sections do not fit 2,000 tokens
+    fits = lambda q, s: s > 2_000 or q not in short  # noqa: E731
+    plain = block_design(order, fits, VARIANTS, SIZES, SIZES, 20)
+    design = block_design(order, fits, VARIANTS, SIZES, SIZES, 20, section_of=section.__getitem__)
+    assert all(len(qs) == 20 == len(set(qs)) for qs in design.cells.values())
+    blocks: dict[str, list[tuple[str, str, int]]] = defaultdict(list)
+    for cell, questions in design.cells.items():
+        for q in questions:
+            blocks[q].append(cell)
+    assert design.items() == len(blocks) <= plain.items() + 8  # about as many questions as before
+    sizes_of: dict[tuple[str, str], set[int]] = defaultdict(set)
+    for q, cells in blocks.items():
+        kinds = {kind for kind, _, _ in cells}
+        assert len(kinds) == 1 and (kinds != {"position"} or len({s for _, _, s in cells}) == 1)
+        sizes_of[next(iter(kinds)), section[q]].update(size for _, _, size in cells)
+    # a section's position questions share one size but where that size filled up (at most one more a size)
+    spread = [len(s) for (kind, _), s in sizes_of.items() if kind == "position"]
+    assert sum(n > 1 for n in spread) <= len(SIZES) and max(spread) <= 2
+    contexts = lambda d: len({(s, section[q]) for (kind, _, s), qs in d.cells.items()  # noqa: E731
+                              if kind == "position" for q in qs})
+    assert contexts(design) * 3 <= contexts(plain)  # a third of the contexts (or fewer) for the same trials
+    first = {section[q]: i for i, q in reversed(list(enumerate(order)))}
+    per_cell = design.cells["position", VARIANTS[0], 8_000]  # sections in the order the pool first names them
+    assert [first[section[q]] for q in per_cell] == sorted(first[section[q]] for q in per_cell)

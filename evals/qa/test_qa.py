@@ -31,11 +31,13 @@ def collage_seed(longctx, context_tokens, where, key) -> str:
 
 async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_tokens, where, prompt="plain",
                     examples="none", design=None, kind="position"):
+    context_key = None
     if design is not None:  # an incomplete block design: this cell asks its own questions
         question = qa.design_draw(design, (kind, f"{prompt}/{examples}", context_tokens), longctx.sample)
         if isinstance(question, str):
             pytest.skip(question)
         key = question.id
+        context_key = question.section_id  # one context per section: its questions share the prompt-cache prefix
     elif settings.samples_all:
         question = qa.question_at(longctx.sample)
         if question is None:
@@ -47,7 +49,7 @@ async def run_trial(longctx, settings, qa, qa_plan, general_examples, context_to
         question, key = qa.draw(longctx.sample, context_tokens)
     longctx.record(item=question.id)  # before asking: also on an errored or planned trial
     rng = random.Random(f"{longctx.run_seed}|qa-shots|{key}|{context_tokens}|{where}|{prompt}|{examples}")
-    built = qa.build(question, context_tokens, where, collage_seed(longctx, context_tokens, where, key))
+    built = qa.build(question, context_tokens, where, collage_seed(longctx, context_tokens, where, context_key or key))
     collage = built.collage
     if examples.startswith("context"):
         shots = qa.context_examples(collage, question, example_count(examples), rng)

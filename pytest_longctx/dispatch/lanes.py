@@ -5,17 +5,28 @@ group. The first of a group goes out in plan order; its siblings wait until it h
 wrote the prefix to the provider's prompt cache), then go out ahead of everything not yet started, so they
 read the entry while it lives. Meanwhile the lanes keep sending other groups' first requests and requests
 that mark no prefix. Siblings sent together before the cache is warm would all miss (and all pay the write).
+
+With a window (``--longctx-sequential``: ``inside(entry, order)``), a lane takes only an entry it may send now,
+never one it would then sit on: the first inside the window, released siblings before the rest. A request a test
+is waiting for (``wanted``: its key; for a held sibling, its group's first) goes out whatever the window says, so
+no test waits on a request the window keeps back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import heapq
 import itertools
+from collections.abc import Callable, Collection
 from typing import Any
 
 from pytest_longctx.backends.prompt_cache import prefix_group
 
 Entry = dict[str, Any]
+#: ``(entry, order) -> whether it may go out now`` (``order``: its line in the plan, or its offer count).
+Inside = Callable[[Entry, int], bool]
+#: How often the dispatcher looks whether the window moved or a test waits (both change on other threads).
+POLL_S = 0.01
 
 
 def _group(entry: Entry) -> str | None:
@@ -33,52 +44,107 @@ class LaneQueue:
 
     def __init__(self, lanes: int) -> None:
         self._lanes = max(1, lanes)
-        self._queue: asyncio.PriorityQueue[tuple[int, int, Entry | None]] = asyncio.PriorityQueue()
-        self._order = itertools.count()
+        self._counter = itertools.count()
+        #: ready entries as [order, tie, entry, live]: released siblings, and the rest in plan order (heaps)
+        self._released: list[list[Any]] = []
+        self._queued: list[list[Any]] = []
+        self._by_key: dict[str, list[Any]] = {}
         #: group -> siblings held until its first request is answered; a group absent here is warm (or unseen)
-        self._held: dict[str, list[Entry]] = {}
+        self._held: dict[str, list[tuple[int, Entry]]] = {}
+        self._first: dict[str, str] = {}  # group -> its first request's key
+        self._held_group: dict[str, str] = {}  # a held sibling's key -> its group
         self._warm: set[str] = set()
         self._ended = False
-        self._closed = False
+        self._changed: asyncio.Event | None = None
 
-    def offer(self, entry: Entry) -> None:
-        """Queue ``entry`` in plan order, or hold it while its group's first request is on its way."""
+    def offer(self, entry: Entry, order: int | None = None) -> None:
+        """Queue ``entry`` in plan order (``order``: its line in the plan), or hold it while its group's first
+        request is on its way."""
+        at = next(self._counter) if order is None else order
         group = _group(entry)
-        if group is None or group in self._warm:
-            self._put(1, entry)
-        elif group in self._held:
-            self._held[group].append(entry)
-        else:  # the first of its group: it warms the cache, the rest wait for it
-            self._held[group] = []
-            self._put(1, entry)
+        if group is not None and group not in self._warm and group in self._held:
+            self._held[group].append((at, entry))
+            self._held_group[str(entry["key"])] = group
+        else:
+            if group is not None and group not in self._warm:  # the first of its group: it warms the cache
+                self._held[group] = []
+                self._first[group] = str(entry["key"])
+            self._put(self._queued, at, entry)
 
     def done(self, entry: Entry) -> None:
         """A lane finished ``entry``: if it led a group, its siblings go out next (answered or not, it is over)."""
         group = _group(entry)
         if group is not None and group not in self._warm and group in self._held:
             self._warm.add(group)
-            for sibling in self._held.pop(group):
-                self._put(0, sibling)
-        self._maybe_close()
+            for at, sibling in self._held.pop(group):
+                self._held_group.pop(str(sibling["key"]), None)
+                self._put(self._released, at, sibling)
+        self._wake()
 
     def end_of_input(self) -> None:
         """No more entries will be offered: the lanes end once the held ones have gone out too."""
         self._ended = True
-        self._maybe_close()
+        self._wake()
 
     @property
     def held(self) -> int:
         """Entries waiting for their group's first request."""
         return sum(len(v) for v in self._held.values())
 
-    async def get(self) -> Entry | None:
-        return (await self._queue.get())[2]
+    def holds(self, key: str) -> bool:
+        """Whether ``key`` is still to go out (ready or held)."""
+        return key in self._by_key or key in self._held_group
 
-    def _put(self, priority: int, entry: Entry | None) -> None:
-        self._queue.put_nowait((priority, next(self._order), entry))
+    def nudge(self, inside: Inside | None = None, wanted: Collection[str] = ()) -> None:
+        """Something outside changed (the window moved, a test waits): waiting lanes look again if there is now
+        something for them."""
+        if self._find(inside, wanted) is not None:
+            self._wake()
 
-    def _maybe_close(self) -> None:
-        if self._ended and not self._held and not self._closed:
-            self._closed = True
-            for _ in range(self._lanes):
-                self._put(2, None)
+    async def get(self, inside: Inside | None = None, wanted: Callable[[], Collection[str]] | None = None,
+                  ) -> Entry | None:
+        """The next entry a lane may send now; None once everything offered has gone out. With a window, someone
+        must :meth:`nudge` the waiting lanes when it moves."""
+        while True:
+            item = self._find(inside, wanted() if wanted is not None else ())
+            if item is not None:
+                return self._pop(item)
+            if self._ended and not self._held and not self._by_key:
+                return None
+            changed = self._event()
+            changed.clear()
+            await changed.wait()
+
+    def _find(self, inside: Inside | None, wanted: Collection[str]) -> list[Any] | None:
+        for key in sorted(wanted):  # a test waits for it: now, whatever the window
+            item = self._by_key.get(key) or self._by_key.get(self._first.get(self._held_group.get(key, ""), ""))
+            if item is not None:
+                return item
+        for heap in (self._released, self._queued):
+            while heap and not heap[0][3]:
+                heapq.heappop(heap)
+            if heap and (inside is None or inside(heap[0][2], heap[0][0])):
+                return heap[0]
+        return None
+
+    def _put(self, heap: list[list[Any]], at: int, entry: Entry) -> None:
+        item = [at, next(self._counter), entry, True]
+        self._by_key.setdefault(str(entry["key"]), item)
+        heapq.heappush(heap, item)
+        self._wake()
+
+    def _pop(self, item: list[Any]) -> Entry:
+        item[3] = False
+        entry: Entry = item[2]
+        if self._by_key.get(str(entry["key"])) is item:
+            del self._by_key[str(entry["key"])]
+        return entry
+
+    def _event(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def _wake(self) -> None:
+        if self._changed is not None:
+            self._changed.set()

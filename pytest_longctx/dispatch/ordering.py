@@ -44,3 +44,23 @@ def group_sizes(nodeids: Iterable[str]) -> dict[int, int]:
         if sample is not None:
             sizes[sample] = sizes.get(sample, 0) + 1
     return dict(sorted(sizes.items()))
+
+
+def group_starts(sizes: dict[int, int]) -> dict[int, int]:
+    """The index of each sample group's first test in the run's order (groups in sample order, as collected)."""
+    starts: dict[int, int] = {}
+    at = 0
+    for sample, size in sizes.items():
+        starts[sample] = at
+        at += size
+    return starts
+
+
+def place(entry: dict[str, Any], line: int, starts: dict[int, int]) -> int:
+    """Where a planned request's test runs, at the latest: its sample group's first test index (``starts``), else
+    its ``line`` in the plan (the plan runs the tests in the run's order, one line a test at most).
+
+    Never after the test's own index, so the lowest test not yet reported is always placed before the count of
+    reported tests."""
+    sample = sample_of_nodeid(str(entry.get("test") or "")) if starts else None
+    return starts.get(sample, line) if sample is not None else line

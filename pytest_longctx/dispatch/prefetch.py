@@ -11,19 +11,21 @@ the API itself. :meth:`Dispatcher.cancel` stops it at once (see :mod:`~pytest_lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 import os
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.lanes import LaneQueue
+from pytest_longctx.dispatch.lanes import POLL_S, Inside, LaneQueue
 from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.skips import RunStopped
@@ -67,6 +69,7 @@ class Waiter:
     timeout_s: float = 3600.0
     _keys: set[str] | None = None
     _warned: bool = False
+    _seq: Iterator[int] = field(default_factory=itertools.count, repr=False)
 
     def expects(self, key: str) -> bool:
         if self._keys is None:
@@ -76,7 +79,19 @@ class Waiter:
 
     async def wait(self, key: str, unneeded: Callable[[], None] | None = None) -> Completion:
         """The answer the controller sends for ``key``. ``unneeded`` raises the skip once every sequential alarm
-        covering the trial is settled: an answer already received is used, one not yet received is not waited for."""
+        covering the trial is settled: an answer already received is used, one not yet received is not waited for.
+
+        A test that has to wait says so (``wanted/<key>``), so the dispatcher sends that request next whatever its
+        window; a request nothing will deliver ends as an error naming it (never a silent wait)."""
+        marker: list[Path] = []
+        try:
+            return await self._wait(key, unneeded, marker)
+        finally:
+            for path in marker:
+                with contextlib.suppress(OSError):
+                    path.unlink(missing_ok=True)
+
+    async def _wait(self, key: str, unneeded: Callable[[], None] | None, marker: list[Path]) -> Completion:
         deadline = time.monotonic() + self.timeout_s
         delay = 0.005
         while time.monotonic() < deadline:
@@ -100,11 +115,40 @@ class Waiter:
                 raise cls(info["error"])
             if unneeded is not None:
                 unneeded()
-            if (self.work / "done").exists() and self.cache.get(key) is None and not err.exists():
-                raise BackendError(f"prefetch: finished without an answer for request {key[:12]}")
+            done = self.work / "done"
+            if done.exists() and self.cache.get(key) is None and not err.exists():
+                why = done.read_text(encoding="utf-8").strip()
+                raise BackendError(f"prefetch: finished without an answer for request {key[:12]}"
+                                   f"{f' (the dispatcher failed: {why})' if why else ''}{_waiting_test()}")
+            if not marker:  # the dispatcher sends what a test waits for first, whatever its window says
+                marker.append(self._announce(key))
             await asyncio.sleep(delay)
             delay = min(0.05, delay * 1.5)
-        raise BackendError(f"prefetch: no answer for request {key[:12]} within {self.timeout_s:.0f}s")
+        raise BackendError(f"prefetch: no answer for request {key[:12]} within {self.timeout_s:.0f}s"
+                           f"{_waiting_test()}")
+
+    def _announce(self, key: str) -> Path:
+        path = self.work / "wanted" / f"{key}.{os.getpid()}.{next(self._seq)}"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.touch()
+        except OSError as exc:  # the dispatcher could not learn what this test waits for: say so, do not hang
+            raise BackendError(f"prefetch: cannot tell the dispatcher that a test waits for request {key[:12]} "
+                               f"({exc.strerror or exc}){_waiting_test()}") from None
+        return path
+
+
+def wanted_keys(work: Path) -> frozenset[str]:
+    """The requests tests are waiting for now (``wanted/<key>.<pid>.<n>``, one marker per waiting test)."""
+    try:
+        return frozenset(name.split(".", 1)[0] for name in os.listdir(work / "wanted"))
+    except OSError:
+        return frozenset()
+
+
+def _waiting_test() -> str:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").rsplit(" (", 1)[0]
+    return f" (test {test})" if test else ""
 
 
 @dataclass
@@ -171,8 +215,9 @@ class Dispatcher:
         self._lock = threading.RLock()  # re-entrant: cancel() may run in a signal handler on a thread inside it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[None] | None = None
-        #: The sequential gate's window: how many requests may have started by now (None: no limit).
-        self.allowance: Callable[[], int] | None = None
+        #: The sequential gate's window: ``(entry, line in the plan) -> whether it may go out now`` (None: no
+        #: window). A request a test waits for goes out whatever it says (``wanted/``, see :class:`Waiter`).
+        self.allowance: Inside | None = None
         #: The sequential gate's per-alarm stops: ``(experiment, params) -> why`` when every alarm covering that
         #: trial is settled (None: still needed); a request all of whose trials are unneeded is dropped, not sent.
         self.unneeded: Callable[[str, dict[str, Any]], str | None] | None = None
@@ -183,16 +228,21 @@ class Dispatcher:
         self.ledger: Ledger | None = None
         #: Why the ledger refused a request (the budget is reached): nothing more starts, those in flight finish.
         self.refused: str | None = None
+        self._in_flight: set[str] = set()
+        self._dropped_keys: set[str] = set()
+        self._wanted: frozenset[str] = frozenset()
+        self._wanted_at = 0.0
+        self._fed = False  # every planned entry offered to the lanes
 
     def prepare(self) -> list[dict[str, Any]]:
         """Write keys.txt (every planned key) and return the entries that still need sending."""
         pending: dict[str, dict[str, Any]] = {}
         keys: list[str] = []
-        for entry in read_plan(self.plan_file):
+        for line, entry in enumerate(read_plan(self.plan_file)):
             keys.append(entry["key"])
             self._own(entry)
             if entry["key"] not in pending and self.cache.get(entry["key"]) is None:
-                pending[entry["key"]] = entry
+                pending[entry["key"]] = {**entry, "line": line}
         self._write_keys(keys)
         self.progress.total = len(pending)
         return list(pending.values())
@@ -247,7 +297,7 @@ class Dispatcher:
     async def _feed(self, queue: LaneQueue) -> None:
         """Tail the plan file while the child writes it; queue each new uncached key once, in plan order."""
         seen: set[str] = set()
-        offset, partial = 0, b""
+        offset, partial, number = 0, b"", 0
         self.progress.started = time.monotonic()
         while True:
             ended = self._plan_ended.is_set()  # checked before reading: the read after the child ended is complete
@@ -263,6 +313,7 @@ class Dispatcher:
                 if self._abandoned or not line.strip():
                     continue
                 entry = json.loads(line)
+                number += 1
                 self._own(entry)
                 if entry["key"] not in seen and self.cache.get(entry["key"]) is None:
                     seen.add(entry["key"])
@@ -271,10 +322,11 @@ class Dispatcher:
                         self.progress.total += 1
                         self.progress.first_planned = self.progress.first_planned or now
                         self.progress.last_planned = now
-                    queue.offer(entry)
+                    queue.offer(entry, number - 1)
             if ended or self._abandoned or self.cancelled is not None:
                 break
             await asyncio.sleep(0.02)
+        self._fed = True
         queue.end_of_input()
 
     def _own(self, entry: dict[str, Any]) -> None:
@@ -286,16 +338,13 @@ class Dispatcher:
         owners = self._owners.get(entry["key"])
         if self.unneeded is None or not owners or not all(self.unneeded(e, p) for e, p in owners):
             return False
+        self._dropped_keys.add(entry["key"])
         with self.progress.lock:
             self.progress.dropped += 1
         return True
 
     async def _one(self, entry: dict[str, Any]) -> None:
         key = entry["key"]
-        while self.allowance is not None and self.cancelled is None and self._started >= self.allowance():
-            if self._dropped(entry):
-                return
-            await asyncio.sleep(0.01)  # the sequential gate has not looked far enough yet (its window)
         if self.cancelled is not None:  # checked right before sending: nothing starts after cancel()
             return
         if self._dropped(entry):  # its trials' alarms are settled: the waiting tests end skipped
@@ -376,32 +425,81 @@ class Dispatcher:
         queue = LaneQueue(self.concurrency)  # plan order, a prompt-cache prefix warmed before its siblings go out
         if entries is not None:
             for entry in entries:
-                queue.offer(entry)
+                queue.offer(entry, entry.get("line"))
+            self._fed = True
             queue.end_of_input()
+        allowance = self.allowance
+        wanted = self._wanted_now if allowance is not None else None  # without a window nothing is held back
 
         async def lane() -> None:  # ``concurrency`` lanes take the entries one at a time
-            while (entry := await queue.get()) is not None:
+            while (entry := await queue.get(allowance, wanted)) is not None:
+                self._in_flight.add(entry["key"])
                 try:
                     await self._one(entry)
                 finally:
+                    self._in_flight.discard(entry["key"])
                     queue.done(entry)
 
         with self._lock:
             self._loop, self._task = asyncio.get_running_loop(), asyncio.current_task()
             cancelled = self.cancelled is not None
+        ended = ""
         try:
             if not cancelled:
                 # Not one task per entry: thousands of tasks queued on the backend's limit would all wake on each
                 # answer.
                 feed = [self._feed(queue)] if entries is None else []
-                await asyncio.gather(*feed, *(lane() for _ in range(self.concurrency)))
+                lanes = asyncio.gather(*feed, *(lane() for _ in range(self.concurrency)))
+                watch = asyncio.ensure_future(self._watch(queue))
+                try:
+                    await lanes
+                finally:
+                    watch.cancel()
+        except Exception as exc:  # a bug: every waiting test must learn that nothing more comes, and why
+            ended = f"{type(exc).__name__}: {exc}"
+            raise
         finally:
             with self._lock:
                 self._loop = self._task = None
             if self.cancelled is not None:  # before "done": a waiting test must see why, not "no answer"
                 stopped_path(self.work).write_text(self.cancelled, encoding="utf-8")
-            (self.work / "done").touch()
+            (self.work / "done").write_text(ended, encoding="utf-8")
             await self.backend.aclose()
+
+    def _wanted_now(self) -> frozenset[str]:
+        """The keys tests wait for now, read at most every ``POLL_S``."""
+        now = time.monotonic()
+        if now - self._wanted_at >= POLL_S:
+            self._wanted_at = now
+            self._wanted = wanted_keys(self.work)
+        return self._wanted
+
+    async def _watch(self, queue: LaneQueue) -> None:
+        """Never a silent hang: when nothing is in flight, nothing started since the last look and a test still
+        waits for a request the lanes neither hold nor answered, nothing will deliver it: its test ends with an
+        error naming the request and the dispatcher's state."""
+        suspects: frozenset[str] = frozenset()
+        started = -1
+        while True:
+            await asyncio.sleep(POLL_S)
+            if self.allowance is not None:  # the window moves with the reported tests, on the controller's thread
+                queue.nudge(self.allowance, self._wanted_now())
+            if not self._fed or self._in_flight or self._started != started or self.cancelled is not None:
+                suspects, started = frozenset(), self._started  # a stop (budget, gate) tells the tests itself
+                continue
+            self._wanted_at = 0.0  # read afresh
+            lost = frozenset(k for k in self._wanted_now() if not self._answered(k) and k not in self._dropped_keys)
+            for key in sorted(lost & suspects):
+                state = "still queued" if queue.holds(key) else "not among its requests"
+                write_error(self.work, key, f"prefetch: a test waits for request {key[:12]}, which the dispatcher "
+                            f"cannot deliver ({state}; nothing in flight, {self._started:,} sent, {queue.held:,} "
+                            "held for their prompt-cache prefix)", False)
+            suspects = lost - suspects
+            queue.nudge(self.allowance, lost)  # the lanes look once more before a suspect is given up
+
+    def _answered(self, key: str) -> bool:
+        return (self.cache.get(key) is not None or kept_path(self.work, key).exists()
+                or error_path(self.work, key).exists())
 
     def join(self, timeout: float | None = None) -> None:
         """Wait for the thread to end (after :meth:`cancel`, promptly)."""

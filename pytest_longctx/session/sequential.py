@@ -40,6 +40,8 @@ class SeqRun:
     thresholds: list[Any]
     baseline: list[dict[str, Any]]
     sizes: dict[int, int] | None = None
+    #: the first test index of each sample group in the run's order (the prefetch window places requests by it)
+    starts: dict[int, int] = field(default_factory=dict)
     done: Counter[int] = field(default_factory=Counter)
     pending: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
     looked: list[dict[str, Any]] = field(default_factory=list)
@@ -134,18 +136,27 @@ def set_groups(config: pytest.Config, nodeids: list[str]) -> None:
     seq = config.stash.get(SEQ_KEY, None)
     if seq is None or seq.sizes is not None:
         return
-    from pytest_longctx.dispatch.ordering import group_sizes
+    from pytest_longctx.dispatch.ordering import group_sizes, group_starts
 
-    seq.sizes = group_sizes(nodeids)
-    seq.window = max(seq.window, 2 * max(seq.sizes.values(), default=0))
+    sizes = group_sizes(nodeids)
+    seq.window = max(seq.window, 2 * max(sizes.values(), default=0))
+    seq.starts = group_starts(sizes)  # read by the prefetch dispatcher's thread: replaced whole
+    seq.sizes = sizes
 
 
 def allowance(config: pytest.Config) -> Any:
-    """For the prefetch dispatcher: how many requests it may have started (None: no limit)."""
+    """For the prefetch dispatcher: ``(entry, line) -> whether that planned request is inside the window`` (None:
+    no window). A request is placed by its test: the first test index of its sample group (the same order every
+    process runs; before the groups are known, its line in the plan, which runs in that order too), and may go out
+    once that place is less than the reported tests plus the window. The lowest test not yet reported is always
+    inside (every test before it has reported), whatever requests went out of order (prompt-cache siblings, a test
+    waiting far ahead); the dispatcher sends a request a test waits for anyway (``dispatch/lanes.py``)."""
     seq = config.stash.get(SEQ_KEY, None)
     if seq is None:
         return None
-    return lambda: seq.reported + seq.window
+    from pytest_longctx.dispatch.ordering import place
+
+    return lambda entry, line: place(entry, line, seq.starts) < seq.reported + seq.window
 
 
 def batch_gate(config: pytest.Config) -> Any:

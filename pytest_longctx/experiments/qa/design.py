@@ -15,6 +15,13 @@ trials (``per_cell`` distinct questions, as before), but a question is no longer
 Questions come in the seeded pool order (the whole validated set), each used in one block; a question goes
 only where its section fits. The design depends on the question order, the sizes, the variants and
 ``per_cell`` only, so every xdist worker (and every model with the same seed) builds the same one.
+
+**Sections together** (``section_of``, what a run uses): the questions of one section come one after another (the
+sections in the order the seeded pool first names them) and go to the same size (and, in depth blocks, the same
+sizes). qa builds a context per section, size and position (``evals/qa/test_qa.py``), so one context serves every
+variant of every question of its section at that position: five questions x three variants, not three variants, on
+one prompt-cache prefix, asked at neighbouring sample indexes (while the cached prefix lives). Each question keeps
+its block (three variants at every position), so the trials per question, the questions and the power stay.
 """
 
 from __future__ import annotations
@@ -81,22 +88,37 @@ def _pair_up(chosen: Sequence[Any], together: Counter[tuple[Any, Any]]) -> None:
 def block_design(order: Sequence[str], fits: Callable[[str, int], bool], variants: Sequence[str],
                  sizes: Sequence[int], depth_sizes: Sequence[int], per_cell: int, *,
                  variants_per_block: int = VARIANTS_PER_BLOCK,
-                 sizes_per_depth_block: int = SIZES_PER_DEPTH_BLOCK) -> BlockDesign:
-    """The design for questions in ``order`` (question ids; ``fits(id, size)``: its section fits that size)."""
+                 sizes_per_depth_block: int = SIZES_PER_DEPTH_BLOCK,
+                 section_of: Callable[[str], str] | None = None) -> BlockDesign:
+    """The design for questions in ``order`` (question ids; ``fits(id, size)``: its section fits that size);
+    ``section_of``: a question's section, to keep a section's questions together (one context, module docstring)."""
     cells: dict[Cell, list[str]] = {("position", v, s): [] for s in sizes for v in variants}
     cells.update({("depth", "plain/none", s): [] for s in depth_sizes})
     kv = max(1, min(variants_per_block, len(variants)))
     ks = max(1, min(sizes_per_depth_block, len(depth_sizes)))
-    rest = _assign_positions(order, fits, variants, sizes, per_cell, kv, cells)
-    _assign_depths(rest, fits, depth_sizes, per_cell, ks, cells)
+    section = section_of or (lambda qid: qid)
+    order = by_section(order, section) if section_of is not None else list(order)
+    rest = _assign_positions(order, fits, variants, sizes, per_cell, kv, cells, section)
+    _assign_depths(rest, fits, depth_sizes, per_cell, ks, cells, section)
     return BlockDesign({c: tuple(qs) for c, qs in cells.items()}, per_cell, kv, ks)
 
 
+def by_section(order: Sequence[str], section_of: Callable[[str], str]) -> list[str]:
+    """``order`` with each section's questions together: sections in the order of their first question, the
+    questions of a section in their own order (stable, so the seeded order still decides)."""
+    first: dict[str, int] = {}
+    for i, qid in enumerate(order):
+        first.setdefault(section_of(qid), i)
+    return sorted(order, key=lambda qid: first[section_of(qid)])
+
+
 def _assign_positions(order: Sequence[str], fits: Callable[[str, int], bool], variants: Sequence[str],
-                      sizes: Sequence[int], per_cell: int, kv: int, cells: dict[Cell, list[str]]) -> list[str]:
+                      sizes: Sequence[int], per_cell: int, kv: int, cells: dict[Cell, list[str]],
+                      section: Callable[[str], str]) -> list[str]:
     """Position blocks, question by question; returns the questions left for the depth blocks."""
     together: Counter[tuple[Any, Any]] = Counter()
     rest: list[str] = []
+    size_of: dict[str, int] = {}  # a section's size: its later questions join it while it is open
     for qid in order:
         open_sizes = [s for s in sizes if any(len(cells["position", v, s]) < per_cell for v in variants)]
         if not open_sizes:
@@ -106,8 +128,12 @@ def _assign_positions(order: Sequence[str], fits: Callable[[str, int], bool], va
         if not fitting:
             rest.append(qid)
             continue
-        # the size whose cells are least filled (then the smaller: fewer sections fit it)
-        size = min(fitting, key=lambda s: (sum(len(cells["position", v, s]) for v in variants), s))
+        # the section's size while open, else the size whose cells are least filled (then the smaller: fewer
+        # sections fit it)
+        size = size_of.get(section(qid), 0)
+        if size not in fitting:
+            size = min(fitting, key=lambda s: (sum(len(cells["position", v, s]) for v in variants), s))
+            size_of[section(qid)] = size
         open_variants = [v for v in variants if len(cells["position", v, size]) < per_cell]
         at_size = {v: len(cells["position", v, size]) for v in open_variants}
         chosen = _pick(open_variants, kv, at_size.__getitem__, together)
@@ -118,15 +144,19 @@ def _assign_positions(order: Sequence[str], fits: Callable[[str, int], bool], va
 
 
 def _assign_depths(order: Sequence[str], fits: Callable[[str, int], bool], depth_sizes: Sequence[int],
-                   per_cell: int, ks: int, cells: dict[Cell, list[str]]) -> None:
+                   per_cell: int, ks: int, cells: dict[Cell, list[str]], section: Callable[[str], str]) -> None:
     together: Counter[tuple[Any, Any]] = Counter()
+    sizes_of: dict[str, list[int]] = {}  # a section's sizes: its later questions join them while they are open
     for qid in order:
         open_sizes = [s for s in depth_sizes if len(cells["depth", "plain/none", s]) < per_cell and fits(qid, s)]
         if not any(len(cells["depth", "plain/none", s]) < per_cell for s in depth_sizes):
             return
         if not open_sizes:
             continue
-        chosen = _pick(open_sizes, ks, lambda s: len(cells["depth", "plain/none", s]), together)
+        chosen = sizes_of.get(section(qid), [])
+        if len(chosen) < min(ks, len(open_sizes)) or any(s not in open_sizes for s in chosen):
+            chosen = _pick(open_sizes, ks, lambda s: len(cells["depth", "plain/none", s]), together)
+            sizes_of[section(qid)] = chosen
         _pair_up(chosen, together)
         for s in chosen:
             cells["depth", "plain/none", s].append(qid)

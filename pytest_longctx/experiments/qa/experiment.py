@@ -173,7 +173,7 @@ class QaData:
         by_id = {q.id: q for q in self.questions}
         order = [q.id for q in self.full_pool(seed)]
         return block_design(order, lambda qid, size: self.fits(by_id[qid], size), variants, sizes, depth_sizes,
-                            per_cell)
+                            per_cell, section_of=lambda qid: by_id[qid].section_id)
 
     def design_draw(self, design: BlockDesign, cell: Cell, sample: int) -> Question | str:
         """Sample i of a design cell asks the cell's i-th question; a reason instead when the cell has fewer
