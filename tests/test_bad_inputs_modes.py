@@ -321,6 +321,7 @@ def test_docs_folder_errors_exit_4_once_and_keep_the_record(tmp_path: Path, make
     assert "Traceback" not in text and "Interrupted" not in text
 
 
+@pytest.mark.e2e
 def test_fixture_usage_error_under_xdist_exits_4_once(tmp_path: Path) -> None:
     folder, line = _no_approved(tmp_path)
     rc, text = run_evals(tmp_path, "evals/docs", "--longctx-docs", str(folder), "-n", "2")

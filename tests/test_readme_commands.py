@@ -24,6 +24,7 @@ from pytest_longctx.backends.local_server import URL_ENV
 from pytest_longctx.server import MessagesServer
 from tests.doc_commands import ROOT, Command, commands
 
+pytestmark = pytest.mark.e2e
 README = [c for c in commands(ROOT / "README.md") if c.program not in ("setup.sh", "export")]
 #: Smaller cells of the same experiments (a 200K window would build 95K-token contexts and 10,000-line files).
 SMALLER = (("--longctx-samples", "1"), ("--longctx-context-sizes", "2000"), ("--longctx-lrt-lines", "200"),
