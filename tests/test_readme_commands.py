@@ -24,7 +24,6 @@ from pytest_longctx.backends.local_server import URL_ENV
 from pytest_longctx.server import MessagesServer
 from tests.doc_commands import ROOT, Command, commands
 
-pytestmark = pytest.mark.e2e
 README = [c for c in commands(ROOT / "README.md") if c.program not in ("setup.sh", "export")]
 #: Smaller cells of the same experiments (a 200K window would build 95K-token contexts and 10,000-line files).
 SMALLER = (("--longctx-samples", "1"), ("--longctx-context-sizes", "2000"), ("--longctx-lrt-lines", "200"),
@@ -68,6 +67,7 @@ def run(command: Command, standin: MessagesServer, tmp: Path) -> tuple[int, str,
     return proc.returncode, proc.stdout + proc.stderr, reports / ("longctx-plan.json" if planned else "longctx.json")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", [c for c in README if c.program == "pytest" and c.args[:1] != ["tests"]]
                          + [SOURCE_PLAN],
                          ids=lambda c: c.text[:80])
@@ -94,6 +94,7 @@ def test_the_tests_command_is_what_ci_runs() -> None:
     assert "\nbash setup.sh\n" in ci and "\n.venv/bin/pytest tests -n 2 || rc=$?\n" in ci
 
 
+@pytest.mark.e2e
 def test_the_fetch_command_gets_every_corpus(pytestconfig: pytest.Config, tmp_path: Path) -> None:
     """``.venv/bin/longctx-data fetch``, as written, from a mirror of the corpora on 127.0.0.1."""
     from pytest_longctx.corpus.fetch import files_of
