@@ -1,4 +1,5 @@
-"""Shared helpers for the plugin's own tests: pytester, the xdist modes, and a runner that reads the run record."""
+"""Shared helpers for the plugin's own tests: pytester, the xdist modes, a runner that reads the run record, and
+the tiers (``tests/tiers.py``: the fast tier by default, ``-m e2e`` the end-to-end tier; docs/development.md)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ try:  # the anthropic SDK's own transport (vendored httpcore), where this SDK ve
 except ImportError:
     pass
 
-pytest_plugins = ["pytester", "tests.passkey_api", "tests.corpus_data"]
+pytest_plugins = ["pytester", "tests.tiers", "tests.passkey_api", "tests.corpus_data"]
 
 #: Extra arguments of each way a scenario runs: plain, xdist without workers, two workers, xdist disabled.
 MODES: dict[str, list[str]] = {

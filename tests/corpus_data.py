@@ -19,6 +19,8 @@ from pytest_longctx.session.keys import SETTINGS_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"
+#: Eight whole documents of the 2024-02-12 issue (fixtures/federal_register_excerpt/README.md): the fast tier's corpus
+FR_EXCERPT = ROOT / "fixtures" / "federal_register_excerpt" / "FR-2024-02-12.xml"
 FR_DATE = "2024-02-12"
 CI_HINT = "CI: LONGCTX_DATA_DIR=../shared/corpora"
 

@@ -143,6 +143,7 @@ def test_missing_api_key_is_a_one_line_usage_error(runner: Any, monkeypatch: pyt
     assert not (runner.pytester.path / "cache").exists()
 
 
+@pytest.mark.e2e
 def test_kill_9_then_rerun_repeats_no_completed_call(runner: Any, api: Any) -> None:
     # Three answers, then the server holds every request: the run is certainly mid-sweep when it is killed.
     release, answered, lock = threading.Event(), [0], threading.Lock()

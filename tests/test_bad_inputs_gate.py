@@ -230,6 +230,7 @@ def test_read_only_report_dir_is_a_usage_error(project: Project) -> None:
     _assert_untouched(project)
 
 
+@pytest.mark.e2e
 def test_bad_compare_file_under_xdist_is_a_usage_error_before_workers_start(project: Project) -> None:
     run = _bad_run(project, "-n", "2", "--longctx-compare", project.write("hello.json", {"hello": 1}))
     out = _out(run)
@@ -255,6 +256,7 @@ def _gate_error_run(project: Project, *args: str, model: str = "fake/wrong") -> 
     return run, out
 
 
+@pytest.mark.e2e
 def test_selector_without_cell_under_xdist_is_a_gate_error(project: Project) -> None:
     run, out = _gate_error_run(project, "-n", "2", "--longctx-threshold", "experiment=dmeo:0.9")
     line = _one_line(out, "gate error:")
@@ -404,6 +406,7 @@ def test_a_bug_while_finishing_saves_the_trials_and_exits_3(project: Project, mo
         assert (project.path / "cache" / name).read_bytes() == data
 
 
+@pytest.mark.e2e
 def test_selector_without_cell_under_xdist_with_a_remote_model_is_a_usage_error_before_any_request(
         longctx_runner: Any, api: Any) -> None:
     """With a remote model the controller plans the run in a child that collects: it finds the bad selector."""

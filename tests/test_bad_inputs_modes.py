@@ -312,15 +312,30 @@ def run_evals(tmp: Path, *args: str, env: dict[str, str] | None = None) -> tuple
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def run_evals_in_process(pytester: pytest.Pytester, tmp: Path, evals: str, *args: str) -> tuple[int, str]:
+    """:func:`run_evals` in this process (no xdist: the fast tier), with the same checks of the report dir."""
+    reports = tmp / "reports"
+    reports.mkdir(exist_ok=True)
+    (reports / "longctx.json").write_bytes(PREVIOUS)
+    result = pytester.runpytest_inprocess(
+        str(ROOT / evals), *args, "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "--longctx-model", "fake/perfect",
+        "--longctx-samples", "1", "--longctx-report-dir", str(reports), "--longctx-cache-dir", str(tmp / "cache"))
+    assert (reports / "longctx.json").read_bytes() == PREVIOUS  # not replaced, not moved to history
+    assert sorted(reports.iterdir()) == [reports / "longctx.json"]
+    return int(result.ret), result.stdout.str() + "\n" + result.stderr.str()
+
+
 @pytest.mark.parametrize("make", list(FIXTURE_ROWS.values()), ids=list(FIXTURE_ROWS))
-def test_docs_folder_errors_exit_4_once_and_keep_the_record(tmp_path: Path, make: Any) -> None:
+def test_docs_folder_errors_exit_4_once_and_keep_the_record(pytester: pytest.Pytester, tmp_path: Path,
+                                                            make: Any) -> None:
     folder, line = make(tmp_path)
-    rc, text = run_evals(tmp_path, "evals/docs", "--longctx-docs", str(folder))
+    rc, text = run_evals_in_process(pytester, tmp_path, "evals/docs", "--longctx-docs", str(folder))
     assert rc == 4, text
     assert text.count(line) == 1 and f"ERROR: {line}" in text, text
     assert "Traceback" not in text and "Interrupted" not in text
 
 
+@pytest.mark.e2e
 def test_fixture_usage_error_under_xdist_exits_4_once(tmp_path: Path) -> None:
     folder, line = _no_approved(tmp_path)
     rc, text = run_evals(tmp_path, "evals/docs", "--longctx-docs", str(folder), "-n", "2")

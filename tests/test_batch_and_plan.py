@@ -49,6 +49,7 @@ def test_batch_run_submits_once_scores_like_live_and_collects_nothing_twice(runn
     assert answers(live.record) == answers(batch.record)  # same seed: same requests, same scores
 
 
+@pytest.mark.e2e
 def test_a_study_over_the_limits_goes_out_in_as_many_batches_as_it_needs(runner: Any, api: Any,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """Limits of a few KB / requests (the API's are 256 MB / 100,000): the client splits, the server enforces."""
@@ -142,6 +143,7 @@ def test_a_recorded_batch_the_api_no_longer_has_is_submitted_again(runner: Any, 
     assert json.loads(state_file.read_text())["gone"] is True
 
 
+@pytest.mark.e2e
 def test_batch_survives_an_interruption_between_submit_and_collect(runner: Any, api: Any) -> None:
     srv = api(batch_delay=3600.0)  # in progress until released below: the kill certainly falls before collect
     cache = runner.pytester.path / "cache"

@@ -70,6 +70,7 @@ def neither(body: dict[str, Any]) -> str:
     return "the coin rolled away"
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("answer", [heads, neither], ids=["chance", "zero"])
 def test_a_run_says_it_next_to_the_number_and_once_per_experiment(longctx_runner: Any, api: Any, answer: Any) -> None:
     api(answer)

@@ -81,6 +81,7 @@ def pytest_check(command: Command, tmp: Path) -> tuple[int, str]:
     return proc.returncode, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", COMMANDS, ids=[f"{c.where} {c.text[:60]}" for c in COMMANDS])
 def test_the_command_is_runnable(command: Command, tmp_path: Path) -> None:
     program = command.program

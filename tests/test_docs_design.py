@@ -59,6 +59,7 @@ def test_every_size_cell_keeps_fifty_items_or_all_of_them(items: int, k: int, pe
     assert design == block_design(items, FRACTIONS)  # deterministic: every worker builds the same one
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("model", "args", "collected"), [
     (MODEL, [], 5 * 140 + 10 * 56),  # every item at every depth, 2 of 5 sizes in both arms
     (MODEL, ["--longctx-docs-design", "full"], 15 * 140),
@@ -119,6 +120,7 @@ def test_the_summary_says_what_the_folder_detects_and_how_many_items_to_generate
     assert folder_lines({"settings": {}, "trials": []}) == []
 
 
+@pytest.mark.e2e
 def test_a_blocks_run_on_two_workers_asks_its_design_and_the_pooled_alarm_counts_items(
         pytester: pytest.Pytester, api: Any) -> None:
     """70 of the shipped items through ``pytest evals/docs -n 2`` at a remote model's default, answered by the

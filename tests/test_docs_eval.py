@@ -26,6 +26,7 @@ def run_docs(tmp_path: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return proc.returncode, record, proc.stdout + proc.stderr
 
 
+@pytest.mark.e2e
 def test_fake_perfect_is_right_everywhere_with_every_scorer(tmp_path: Path) -> None:
     rc, record, out = run_docs(tmp_path, "--longctx-model", "fake/perfect", "--longctx-samples", "4")
     assert rc == 0, out
@@ -45,6 +46,7 @@ def test_fake_perfect_is_right_everywhere_with_every_scorer(tmp_path: Path) -> N
     assert "longctx docs rag retrieval recall by context_fraction: 0%:" in out
 
 
+@pytest.mark.e2e
 def test_fake_random_is_at_chance(tmp_path: Path) -> None:
     rc, record, out = run_docs(tmp_path, "--longctx-model", "fake/random", "--longctx-samples", "10")
     assert rc == 0, out
@@ -57,6 +59,7 @@ def test_fake_random_is_at_chance(tmp_path: Path) -> None:
     assert 0.3 <= sum(judged) / len(judged) <= 0.7  # a random judge agrees half the time
 
 
+@pytest.mark.e2e
 def test_xdist_gives_the_same_trials(tmp_path: Path) -> None:
     def trials(*extra: str) -> list[tuple[Any, ...]]:
         rc, record, out = run_docs(tmp_path / "-".join(extra or ("serial",)), "--longctx-model", "fake/random",
@@ -89,6 +92,7 @@ def review_folder(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.e2e
 def test_only_approved_items_are_used_when_review_is_required(tmp_path: Path) -> None:
     folder = review_folder(tmp_path)
     rc, record, out = run_docs(tmp_path / "required", "--longctx-model", "fake/perfect", "--longctx-samples", "4",
@@ -103,6 +107,7 @@ def test_only_approved_items_are_used_when_review_is_required(tmp_path: Path) ->
                                                      "skerrow-rock-log/2"}
 
 
+@pytest.mark.e2e
 def test_a_folder_without_approved_items_stops_with_one_line(tmp_path: Path) -> None:
     folder = review_folder(tmp_path)
     qa = folder / "longctx-qa.jsonl"
@@ -116,6 +121,7 @@ def test_a_folder_without_approved_items_stops_with_one_line(tmp_path: Path) -> 
     assert "Traceback" not in out
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, message", [
     (["--longctx-docs-review", "maybe"], "--longctx-docs-review: expected required or optional, got 'maybe'"),
     (["--longctx-docs-scorer", "bleu"], "--longctx-docs-scorer: expected subspan, em, f1 or judge, got 'bleu'"),

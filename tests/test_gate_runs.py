@@ -55,6 +55,7 @@ def test_the_recipe_is_pooled_regression_alarms() -> None:
 LRT = ("--longctx-lrt-lines", "100,200,300,400")
 
 
+@pytest.mark.e2e
 def test_lrt_recipe_fails_a_uniform_5_point_drop_and_passes_an_unchanged_model(pytester: pytest.Pytester,
                                                                               api: Any) -> None:
     api(Graded("claude-prod=0.85,claude-same=0.85,claude-worse=0.80,flip=0.02,seed=1"))
@@ -88,6 +89,7 @@ def qa_spec(seed: int, *models: str) -> Graded:
     return Graded(",".join(f"{m}=0.7" for m in models) + f",seed={seed},rho=1,qa-key={QA_KEY}")
 
 
+@pytest.mark.e2e
 def test_qa_questions_that_share_their_fate_do_not_cry_wolf(pytester: pytest.Pytester, api: Any,
                                                            fr_xml: Path) -> None:
     """Two runs of an unchanged model whose every question is right or wrong in all its cells, its fate drawn
@@ -116,6 +118,7 @@ def test_qa_questions_that_share_their_fate_do_not_cry_wolf(pytester: pytest.Pyt
     assert clustered.p_drop_over(0) > 0.05 > min(naive.p_drop_over(0), 1 - naive.p_drop_over(0))
 
 
+@pytest.mark.e2e
 def test_qa_models_with_different_baseline_filters_pair_on_questions(pytester: pytest.Pytester, api: Any,
                                                                      fr_xml: Path) -> None:
     """Each model's first run stores its right-section baseline; its second run asks only the questions it got

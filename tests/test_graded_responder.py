@@ -217,6 +217,7 @@ def litm_key(folder: Path) -> Path:
     return path
 
 
+@pytest.mark.e2e
 def test_litm_answers_questions_from_the_corpus_and_values_from_the_prompt(tmp_path: Path) -> None:
     graded = Graded(f"accuracy=0.75,seed=9,litm-key={litm_key(tmp_path)}")
     right = 0

@@ -66,6 +66,7 @@ def per_item(graded: Graded, bodies: list[dict[str, Any]], trials: list[dict[str
         assert len({v.right for v in decided if v.item == item and not v.flipped}) == 1
 
 
+@pytest.mark.e2e
 def test_lrt_run_reports_what_the_rule_decided_trial_by_trial(pytester: pytest.Pytester, api: Any) -> None:
     graded = Graded("accuracy=0.85,flip=0.02,seed=1")
     srv = api(graded)
@@ -95,6 +96,7 @@ def test_lrt_run_reports_what_the_rule_decided_trial_by_trial(pytester: pytest.P
     assert misses and "LRT misses" in result.stdout.str()
 
 
+@pytest.mark.e2e
 def test_qa_run_reports_each_question_right_or_wrong_together(pytester: pytest.Pytester, api: Any,
                                                              fr_xml: Path) -> None:
     graded = Graded(f"accuracy=0.6,flip=0.05,seed=2,rho=1,qa-key={QA_KEY}")
@@ -109,6 +111,7 @@ def test_qa_run_reports_each_question_right_or_wrong_together(pytester: pytest.P
     assert all(t["answer"] in ("A", "B", "C", "D") for t in trials)  # a wrong answer is another letter
 
 
+@pytest.mark.e2e
 def test_docs_run_reports_the_rule_and_its_judge_agrees(pytester: pytest.Pytester, api: Any) -> None:
     graded = Graded(f"accuracy=0.7,flip=0.05,seed=3,docs-key={DOCS}")
     srv = api(graded)
@@ -123,6 +126,7 @@ def test_docs_run_reports_the_rule_and_its_judge_agrees(pytester: pytest.Pyteste
     assert all(t["detail"]["judge_agree"] is True for t in trials)  # the judge is always right
 
 
+@pytest.mark.e2e
 def test_litm_run_reports_the_rule_for_questions_and_keys(pytester: pytest.Pytester, api: Any,
                                                           pytestconfig: pytest.Config) -> None:
     questions = find_for_tests(pytestconfig, corpus_file("qa"))

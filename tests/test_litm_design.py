@@ -100,6 +100,7 @@ def litm_data_dir(pytestconfig: pytest.Config) -> Path:
     return path.parents[1]
 
 
+@pytest.mark.e2e
 def test_a_blocks_run_on_two_workers_asks_its_design_and_the_pooled_alarm_counts_questions(
         longctx_runner: Any, api: Any, litm_data_dir: Path) -> None:
     """The remote default through ``pytest evals/litm -n 2`` (10 and 20 documents, 75 keys, 6 a cell), then a run of

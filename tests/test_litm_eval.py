@@ -57,6 +57,7 @@ def litm_data_dir(pytestconfig: pytest.Config) -> Path:
     return path.parents[1]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["plain", "n2"])
 def test_u_curve_through_the_local_messages_api(longctx_runner: Any, api: Any, litm_data_dir: Path,
                                                 xdist: list[str], tmp_path: Path) -> None:
@@ -101,6 +102,7 @@ def test_u_curve_through_the_local_messages_api(longctx_runner: Any, api: Any, l
     assert all(escape(t["title"]) in section for t in record["tables"])
 
 
+@pytest.mark.e2e
 def test_same_seed_same_record(longctx_runner: Any, litm_data_dir: Path) -> None:
     """Every random choice flows from --longctx-seed: two runs ask the same prompts, another seed does not."""
     args = (str(EVALS), "--longctx-data-dir", str(litm_data_dir), "--longctx-samples", "2")
@@ -110,6 +112,7 @@ def test_same_seed_same_record(longctx_runner: Any, litm_data_dir: Path) -> None
     assert [t["item"] for t in first.trials()] != [t["item"] for t in other.trials()]
 
 
+@pytest.mark.e2e
 def test_prompt_over_the_window_is_a_trial_error_not_a_wrong_answer(longctx_runner: Any, litm_data_dir: Path) -> None:
     run = longctx_runner.run(str(EVALS), "--longctx-data-dir", str(litm_data_dir), "--longctx-samples", "1",
                              "--longctx-litm-documents", "30", "--longctx-context-window", "3000",
@@ -130,6 +133,7 @@ def test_bad_options_are_usage_errors(longctx_runner: Any, args: tuple[str, ...]
     assert text in run.result.stderr.str() and "Traceback" not in run.result.stderr.str()
 
 
+@pytest.mark.e2e
 def test_missing_corpus_skips_each_experiment_with_one_line(longctx_runner: Any, tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LONGCTX_LITM_URL", "file:///nonexistent-litm/{file}")

@@ -56,6 +56,7 @@ def test_rendered_prompts(snapshot: object) -> None:
     assert rendered == snapshot
 
 
+@pytest.mark.e2e
 def test_qa_prompt_on_the_corpus_for_a_fixed_seed(pool: Bm25, snapshot: object) -> None:
     question = pool.questions[sample_order(len(pool.questions), 0, "qa")[0]]
     docs = qa_documents(question, pool, 10, 4, 0)
@@ -94,6 +95,7 @@ def test_kv_value_anywhere_in_the_response_case_insensitive() -> None:
 
 # --- contexts --------------------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("documents", "position"), [(10, 0), (10, 4), (10, 9), (20, 14), (30, 29)])
 def test_gold_exactly_once_at_its_position_and_no_answer_elsewhere(pool: Bm25, documents: int,
                                                                    position: int) -> None:
@@ -110,6 +112,7 @@ def test_gold_exactly_once_at_its_position_and_no_answer_elsewhere(pool: Bm25, d
                 assert not best_subspan_em(f"{d.title} {d.text}", question.answers), (question.answers, d.title)
 
 
+@pytest.mark.e2e
 def test_distractors_are_the_same_at_every_position_and_deterministic(pool: Bm25) -> None:
     question = pool.questions[42]
     at0 = qa_documents(question, pool, 20, 0, 3)
@@ -121,6 +124,7 @@ def test_distractors_are_the_same_at_every_position_and_deterministic(pool: Bm25
     assert fresh.distractors(question, 19, 3) == pool.distractors(question, 19, 3)
 
 
+@pytest.mark.e2e
 def test_distractors_are_relevant_to_the_question(pool: Bm25) -> None:
     """BM25 ranks passages sharing the question's words first (hard distractors, like the paper's)."""
     hits = 0
@@ -132,6 +136,7 @@ def test_distractors_are_relevant_to_the_question(pool: Bm25) -> None:
     assert hits >= 27
 
 
+@pytest.mark.e2e
 def test_seed_decides_ties_only(pool: Bm25) -> None:
     question = pool.questions[5]
     a, b = pool.distractors(question, 9, 1), pool.distractors(question, 9, 2)
@@ -139,6 +144,7 @@ def test_seed_decides_ties_only(pool: Bm25) -> None:
     assert sorted(scores.get(i, 0.0) for i in a) == sorted(scores.get(i, 0.0) for i in b)
 
 
+@pytest.mark.e2e
 def test_kv_key_moves_to_its_position_others_keep_their_order(kv75: list[KvRow]) -> None:
     row = kv75[0]
     for position in (0, 24, 49, 74):
@@ -166,6 +172,7 @@ def test_corpus_files_pin_the_commit_and_checksums(monkeypatch: pytest.MonkeyPat
     assert corpus_file("qa").url == "https://mirror.example/litm/qa_data/nq-open-oracle.jsonl.gz"
 
 
+@pytest.mark.e2e
 def test_shipped_files_have_the_documented_rows(pool: Bm25, kv75: list[KvRow]) -> None:
     assert len(pool.questions) == 2655 and len(kv75) == 500
     assert {len(r.records) for r in kv75} == {75}

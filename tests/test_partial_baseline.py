@@ -58,6 +58,7 @@ def _run(project: Any, *args: str, report_dir: str = "reports", cache: bool = Fa
                        subprocess=True)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("how", "env", "args", "reason"), [
     ("ctrl-c", {"STOP_AT": "1"}, [], "interrupted"),
     ("-x", {"FAIL_AT": "1"}, ["-x"], "-x: first failure"),
@@ -111,6 +112,7 @@ CASES = [("plan", [], False), ("stopped", [], False), ("seed", [], False), ("cel
          ("cells", ["-n", "2"], True), ("cells", ["-n", "2"], False)]
 
 
+@pytest.mark.e2e
 def test_a_useless_or_partial_baseline_is_refused_at_start_up_with_nothing_sent(
         project: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     baselines = {
@@ -134,6 +136,7 @@ def test_a_useless_or_partial_baseline_is_refused_at_start_up_with_nothing_sent(
         assert not (run.report_dir / "longctx.json").exists(), case
 
 
+@pytest.mark.e2e
 def test_a_partial_baseline_accepted_explicitly_says_so_in_every_verdict(project: Any,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     stopped = _stopped_baseline(project, monkeypatch)

@@ -25,6 +25,7 @@ def encoded(text: str) -> int:
     return len(TiktokenCounter().encode(text))
 
 
+@pytest.mark.e2e
 def test_qa_source_plan_figures_are_full_encodings(pytester: pytest.Pytester, fr_xml: Path) -> None:
     plan_out = pytester.path / "plan.jsonl"
     report = pytester.path / "reports"

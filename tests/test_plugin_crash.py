@@ -35,6 +35,7 @@ async def test_trial(longctx, doom, fate):
 '''
 
 
+@pytest.mark.e2e
 def test_crashed_worker_trial_is_an_error_with_the_reason(longctx_runner: Any) -> None:
     longctx_runner.pytester.makepyfile(test_crash=CRASH)
     run = longctx_runner.run("--longctx-samples", "3", "-n", "2", "-k", "not die_in_setup")
@@ -56,6 +57,7 @@ def test_crashed_worker_trial_is_an_error_with_the_reason(longctx_runner: Any) -
     assert run.record["settings"]["workers"] == 2
 
 
+@pytest.mark.e2e
 def test_worker_dying_in_setup_is_placed_in_its_cell_by_a_sibling_trial(longctx_runner: Any) -> None:
     """One worker runs the trials in order, so samples 0 and 1 of the cell were set up before sample 2 dies."""
     longctx_runner.pytester.makepyfile(test_crash=CRASH)

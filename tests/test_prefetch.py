@@ -243,6 +243,7 @@ def passkey(body: dict[str, Any]) -> str:
     return found.group(1) if found else "?"
 
 
+@pytest.mark.e2e
 def test_two_workers_keep_the_whole_concurrency_in_flight(longctx_runner: Any, api: Any) -> None:
     srv = api(passkey, latency=0.4)
     longctx_runner.pytester.makepyfile(test_eval=EVAL)

@@ -107,6 +107,7 @@ def test_live_without_prefetch_then_the_rerun_is_served_from_the_cache(matrix: A
     assert again.record["usage"]["cache_hits"] == cached
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("prefetch", ["on", "off"])
 def test_openai_under_two_xdist_workers_answers_like_one_process(matrix: Any, standin: MessagesServer,
                                                                  prefetch: str) -> None:

@@ -101,6 +101,7 @@ def _asked(record: dict[str, Any]) -> dict[tuple[str, int], str]:
             for t in record["trials"] if t["experiment"] == "qa"}
 
 
+@pytest.mark.e2e
 def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by_item(
         pytester: pytest.Pytester, api: Any, fr_xml: Path) -> None:
     """Two models run the remote default design (2,000 and 8,000 tokens, 8 questions a cell) with ``-n 2``; the
@@ -147,6 +148,7 @@ def test_a_blocks_run_on_two_workers_asks_its_design_and_a_compare_pairs_item_by
         assert now["detail"]["gold_offset"] == before["detail"]["gold_offset"]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("model", "args", "collected"), [
     ("anthropic/claude-sonnet-4-5", [], 5 * 140 + 10 * 56),  # every reviewed item, at every depth (docs blocks)
     ("anthropic/claude-sonnet-4-5", ["--longctx-docs-design", "full"], 15 * 140),  # every item in every cell

@@ -68,6 +68,7 @@ def run(command: Command, standin: MessagesServer, tmp: Path) -> tuple[int, str,
     return proc.returncode, proc.stdout + proc.stderr, reports / ("longctx-plan.json" if planned else "longctx.json")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("command", [c for c in README if c.program == "pytest" and c.args[:1] != ["tests"]]
                          + [SOURCE_PLAN],
                          ids=lambda c: c.text[:80])
@@ -94,6 +95,7 @@ def test_the_tests_command_is_what_ci_runs() -> None:
     assert "\nbash setup.sh\n" in ci and "\n.venv/bin/pytest tests -n 2 || rc=$?\n" in ci
 
 
+@pytest.mark.e2e
 def test_the_fetch_command_gets_every_corpus(pytestconfig: pytest.Config, tmp_path: Path) -> None:
     """``.venv/bin/longctx-data fetch``, as written, from a mirror of the corpora on 127.0.0.1."""
     from pytest_longctx.corpus.fetch import files_of

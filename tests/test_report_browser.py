@@ -32,8 +32,9 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 SCREENSHOT = Path("reports/screenshots/longctx-report.png")
 REPO = Path(__file__).resolve().parents[1]
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser test: /usr/bin/chromium not installed "
-                                "(apt-get install chromium)")
+pytestmark = [pytest.mark.e2e,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser test: /usr/bin/chromium not installed "
+                                 "(apt-get install chromium)")]
 
 
 def _load_report_data() -> ModuleType:

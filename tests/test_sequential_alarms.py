@@ -87,6 +87,7 @@ def run(pytester: pytest.Pytester, srv: Any, model: str, name: str,
     return code, record, out, [json.dumps(body) for body in srv.stats.requests[before:]]
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("mode", [("-n", "2"), ("-p", "no:xdist")], ids=["n2", "no-xdist"])
 def test_a_settled_alarm_stops_its_own_trials_while_the_other_runs_on(pytester: pytest.Pytester, api: Any,
                                                                       mode: tuple[str, ...]) -> None:

@@ -44,6 +44,7 @@ def test_rounds_double_the_share_of_requests_covered() -> None:
     assert round_ends([100, 1, 1, 1, 1, 1, 1, 1]) == [1, 8]  # a round is whole sample groups
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("dist", [("-n", "2"), ("-p", "no:xdist")], ids=["n2", "no-xdist"])
 def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pytest.Pytester, api: Any,
                                                                     monkeypatch: pytest.MonkeyPatch,

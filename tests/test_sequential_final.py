@@ -165,6 +165,7 @@ def test_the_plans_fixed_test_is_paired_difference() -> None:
                                                        .pvalue, rel=1e-9)
 
 
+@pytest.mark.e2e
 def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(pytester: pytest.Pytester,
                                                                                api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ALARM = ("--longctx-threshold", "experiment=lrt:max-drop=0")
 
 
+@pytest.mark.e2e
 def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pytester: pytest.Pytester,
                                                                             api: Any) -> None:
     api(Graded("claude-prod=0.85,claude-same=0.85,claude-bad=0.55,flip=0.02,seed=1"))
@@ -75,6 +76,7 @@ def test_sequential_usage_errors(pytester: pytest.Pytester, monkeypatch: pytest.
     assert words in result.stderr.str()
 
 
+@pytest.mark.e2e
 def test_a_budget_stops_the_run_with_its_reason(pytester: pytest.Pytester, api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))
     code, record, out = run_lrt(pytester, "claude-prod", "budget", "--longctx-cache", "off", "--longctx-budget", "0.5",

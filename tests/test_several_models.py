@@ -124,6 +124,7 @@ def test_batch_serves_one_model(runner: Any, monkeypatch: pytest.MonkeyPatch) ->
     assert "with several --longctx-model run live" in done.result.stderr.str()
 
 
+@pytest.mark.e2e
 def test_an_in_process_and_a_remote_model_each_get_their_own_backend(runner: Any, api: Any) -> None:
     """fake/wrong answers in-process; anthropic/claude-test through the local Messages API (always right): each
     trial reaches its own model's backend, and only the remote model's requests reach the server."""

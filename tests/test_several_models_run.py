@@ -47,6 +47,7 @@ def read(path: Path) -> dict[str, Any]:
     return data
 
 
+@pytest.mark.e2e
 def test_three_models_one_session_pair_rank_and_gate_the_regressed_one(pytester: pytest.Pytester, api: Any) -> None:
     graded = Graded(",".join(f"{m}={a}" for m, a in ACCURACY.items()) + ",flip=0,seed=7")
     srv = api(graded)

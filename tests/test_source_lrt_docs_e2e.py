@@ -16,6 +16,7 @@ import pytest
 
 from pytest_longctx.server.responders import last_user_text
 
+pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parent.parent
 MODEL = "anthropic/claude-test"
 DOCS = ROOT / "fixtures" / "docs"

@@ -198,6 +198,7 @@ def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, signalled: flo
 # -- SIGINT/SIGTERM ----------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("ignore_sigint", [False, True], ids=["sigint", "sigint-inherited-ignored"])
 def test_sigint_while_planning_kills_the_plan_child_and_cancels_prefetch(start: Any, ignore_sigint: bool) -> None:
     run, srv, gate = start("-n", "2", env={"BLOCK_PLAN_AT": "8"}, ignore_sigint=ignore_sigint)
@@ -215,6 +216,7 @@ def test_sigint_while_planning_kills_the_plan_child_and_cancels_prefetch(start: 
     assert "run stopped: interrupted by SIGINT" in run.output()
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("mode", "signum", "ignore_sigint"), [
     (["-n", "2"], signal.SIGINT, False),
     (["-n", "2"], signal.SIGINT, True),
@@ -242,6 +244,7 @@ def test_a_signal_while_requests_are_in_flight_stops_the_run(start: Any, mode: l
 # -- -x / --maxfail and a fatal API error ------------------------------------------------------------
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(("args", "fail_at", "reason"), [
     (["-x"], "2", "-x: first failure"),
     (["-n", "2", "-x"], "2", "-x: first failure"),
@@ -264,6 +267,7 @@ def test_maxfail_stops_prefetch_at_the_failure(start: Any, args: list[str], fail
     assert run.cached() == FREE and run.work_folders() == []
 
 
+@pytest.mark.e2e
 def test_a_fatal_api_error_mid_run_stops_it_with_the_error_line(start: Any) -> None:
     run, srv, gate = start("-n", "2", free=FREE)
     run.wait_for("4 answers cached and 4 requests held",
@@ -355,6 +359,7 @@ def test_cancel_before_the_thread_runs_sends_nothing(tmp_path: Path) -> None:
 # -- batch mode --------------------------------------------------------------------------------------
 
 
+@pytest.mark.e2e
 def test_sigint_while_polling_a_batch_leaves_it_recorded_for_resume(longctx_runner: Any, api: Any) -> None:
     srv = api(batch_delay=3600)  # the batch stays in_progress until the test ends it
     project: Path = longctx_runner.pytester.path
