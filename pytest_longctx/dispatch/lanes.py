@@ -55,6 +55,7 @@ class LaneQueue:
         self._held_group: dict[str, str] = {}  # a held sibling's key -> its group
         self._warm: set[str] = set()
         self._ended = False
+        self._closed = False
         self._changed: asyncio.Event | None = None
 
     def offer(self, entry: Entry, order: int | None = None) -> None:
@@ -86,6 +87,11 @@ class LaneQueue:
         self._ended = True
         self._wake()
 
+    def close(self) -> None:
+        """Nothing more goes out (a stop): waiting lanes end; what is still queued or held stays unsent."""
+        self._closed = True
+        self._wake()
+
     @property
     def held(self) -> int:
         """Entries waiting for their group's first request."""
@@ -106,6 +112,8 @@ class LaneQueue:
         """The next entry a lane may send now; None once everything offered has gone out. With a window, someone
         must :meth:`nudge` the waiting lanes when it moves."""
         while True:
+            if self._closed:
+                return None
             item = self._find(inside, wanted() if wanted is not None else ())
             if item is not None:
                 return self._pop(item)

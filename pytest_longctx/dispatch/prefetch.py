@@ -482,6 +482,8 @@ class Dispatcher:
         started = -1
         while True:
             await asyncio.sleep(POLL_S)
+            if self.cancelled is not None:  # a stop: the lanes finish what is in flight and take nothing more
+                queue.close()
             if self.allowance is not None:  # the window moves with the reported tests, on the controller's thread
                 queue.nudge(self.allowance, self._wanted_now())
             if not self._fed or self._in_flight or self._started != started or self.cancelled is not None:
