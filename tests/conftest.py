@@ -16,6 +16,11 @@ import httpcore._backends.anyio  # noqa: F401
 import numpy  # noqa: F401
 import pytest
 import scipy.stats  # noqa: F401
+from hypothesis import settings as hypothesis_settings
+
+# Property tests draw from one fixed seed (the same examples on every run and worker) and keep no example database.
+hypothesis_settings.register_profile("longctx", derandomize=True, database=None)
+hypothesis_settings.load_profile("longctx")
 
 try:  # the anthropic SDK's own transport (vendored httpcore), where this SDK version has one
     import httpcore2._async

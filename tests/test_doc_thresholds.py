@@ -21,6 +21,7 @@ import pytest
 from pytest_longctx.experiments.docs.plugin import pytest_longctx_evidence as docs_evidence
 from pytest_longctx.experiments.litm.plugin import pytest_longctx_evidence as litm_evidence
 from pytest_longctx.experiments.lrt.plugin import pytest_longctx_evidence as lrt_evidence
+from pytest_longctx.experiments.needle.plugin import pytest_longctx_evidence as needle_evidence
 from pytest_longctx.experiments.qa.plugin import pytest_longctx_evidence as qa_evidence
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
@@ -53,6 +54,10 @@ CELLS += [("qa", {"context_tokens": tokens}, "context_tokens_actual", tokens - 1
 CELLS += [("docs", {"context_fraction": f, "arm": "long-context"}, "context_tokens", int(f * 100_000))
           for f in (0.25, 1.0)]
 CELLS += [("litm-qa", {"documents": d, "position": 0}, "context_tokens", d * 500) for d in (10, 20)]
+CELLS += [("docs", {"context_fraction": 0.25, "arm": "long-context", "answer_doc": a}, "context_tokens", 25_000)
+          for a in ("present", "removed")]
+CELLS += [("needle", {"study": "abstention", "tokens": 1000, "variant": "nonliteral", "answerable": a},
+           "context_tokens", 1000) for a in ("yes", "no")]
 ITEMS = 30
 
 
@@ -74,7 +79,8 @@ def record(seed: int, accuracy: float) -> dict[str, Any]:
 
 
 def evidence() -> dict[str, Any]:
-    return by_experiment([*lrt_evidence(), *qa_evidence(), *docs_evidence(), *litm_evidence()])
+    return by_experiment([*lrt_evidence(), *qa_evidence(), *docs_evidence(), *litm_evidence(),
+                          *needle_evidence()])
 
 
 @dataclass(frozen=True)

@@ -69,14 +69,20 @@ def test_every_registered_switch_has_its_test(pytestconfig: pytest.Config) -> No
     assert registered == {o.flag for o in SWITCHES}
 
 
-#: Switches that are refused alone when on: what they need beside them (a plan checks no gate: sends nothing).
-NEEDS = {"--longctx-sequential": ["--longctx-plan=true"]}
+#: Switches that are refused alone when on: what they need beside them (a plan checks no gate: sends nothing; the
+#: compared record is an empty one, written by the test).
+NEEDS = {"--longctx-sequential": ["--longctx-plan=true", "--longctx-compare=base.json",
+                                  "--longctx-threshold=*:max-drop=0"],
+         "--longctx-compare-partial": ["--longctx-compare=base.json"]}
+BASE = {"schema": "pytest-longctx/run", "version": 3, "settings": {"seed": 0, "protocol": "longctx"}, "cells": [],
+        "trials": [], "stopped": None}
 
 
 @pytest.mark.parametrize("opt", SWITCHES, ids=[o.flag for o in SWITCHES])
 def test_switch(project: Any, opt: OptionDef) -> None:
     flag, other = opt.flag, other_value(opt)
     needs = NEEDS.get(flag, [])
+    (project.pytester.path / "base.json").write_text(json.dumps(BASE))
 
     def shown(runner: Any, *args: str) -> tuple[dict[str, Any], list[str]]:
         return shown_with(runner, *args, *needs)

@@ -12,11 +12,12 @@ from typing import Any
 
 from pytest_longctx.backends.base import Backend, Completion, Message, Request, request_key
 from pytest_longctx.backends.models import ModelSpec
+from pytest_longctx.backends.prices import Price, parse_prices, price_of, source_text
 from pytest_longctx.backends.registry import REFERENCE_MODEL, Provider, load, offering, provider_of
 
-__all__ = ["REFERENCE_MODEL", "Backend", "Completion", "Message", "Provider", "Request", "build_backend",
-           "missing_key_message", "model_note", "offering", "provider_of", "repeated_warnings", "request_key",
-           "start_model_server"]
+__all__ = ["REFERENCE_MODEL", "Backend", "Completion", "Message", "Price", "Provider", "Request", "build_backend",
+           "missing_key_message", "model_note", "offering", "parse_prices", "price_of", "provider_of",
+           "repeated_warnings", "request_key", "source_text", "start_model_server"]
 
 
 def build_backend(spec: ModelSpec, *, context_window: int, **options: Any) -> Backend:

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.backends import Price
 from pytest_longctx.backends.base import Completion
-from pytest_longctx.backends.prices import Price
 from pytest_longctx.backends.prompt_cache import billed_input
 from pytest_longctx.util.fsutil import atomic_write_text
 

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.backends.prices import Price, price_of
+from pytest_longctx.backends import Price, price_of
 from pytest_longctx.backends.prompt_cache import READ_FACTOR, WRITE_FACTOR, WRITE_FACTOR_1H, min_cacheable_tokens
 
 #: A judge call the plan cannot build (its prompt holds the model's answer): assumed input tokens and output cap.

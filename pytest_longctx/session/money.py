@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_longctx.backends.prices import Price, parse_prices, source_text
+from pytest_longctx.backends import Price, parse_prices, source_text
 from pytest_longctx.errors import UsageError
 
 if TYPE_CHECKING:

@@ -20,8 +20,8 @@ from typing import Any, Literal
 
 import pytest
 
+from pytest_longctx.backends import Price
 from pytest_longctx.backends.models import ModelSpec, parse_model_spec
-from pytest_longctx.backends.prices import Price
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
