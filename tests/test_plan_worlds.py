@@ -146,3 +146,17 @@ def test_a_plan_against_a_run_of_another_family_end_to_end(pytester: pytest.Pyte
     far = lrt["unrelated"]
     assert (f"if unrelated models (answers independent given item difficulty, "
             f"{far['assumptions']['discordance']:.3f} discordant): a drop of {far['drop']:.3f}") in out
+
+
+def test_the_needle_pairs_line_gives_both_worlds() -> None:
+    from pytest_longctx.experiments.needle.report import pairs_line
+
+    power = _power("anthropic/claude-haiku-4-5", "anthropic/claude-sonnet-4-5")
+    needle = {**power["experiments"]["qa"], "clusters": 30, "trials": 120}
+    needle["unrelated"] = {**needle["unrelated"], "assumptions": unrelated(Assumptions()).to_json()}
+    [line] = pairs_line({"plan": {"power": {**power, "experiments": {"needle": needle}}}})
+    assert "pairs if versions of one model: the default agreement; about " in line, line
+    assert "pairs if unrelated models asked equally often" in line, line
+    same = {k: v for k, v in needle.items() if k != "unrelated"}
+    [line] = pairs_line({"plan": {"power": {**power, "experiments": {"needle": same}}}})
+    assert "pairs (versions of one model: the default agreement) asked" in line and "unrelated" not in line
