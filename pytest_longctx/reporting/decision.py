@@ -329,12 +329,13 @@ def power_lines(power: Mapping[str, Any]) -> list[str]:
     lines = [f"power: the smallest drop detected with power {power['power']} at one-sided "
              f"{power['alpha_text']} (the gate's worst case: Holm's first step), diffuse (every answer a little "
              f"likelier wrong) and concentrated (items wrong in every cell they are asked in)"]
+    if power.get("other_family"):
+        lines.append(f"  the candidate {power['candidate']} is of another family than the compared run's "
+                     f"{power['compared_model']}: each figure is given for both worlds")
 
-    def said(name: str, entry: Mapping[str, Any]) -> str:
+    def seen(entry: Mapping[str, Any]) -> str:
         drop, broken = entry["drop"], entry.get("concentrated")
-        per_item = f" ({entry['trials'] / entry['clusters']:.1f} trials an item)" if entry["clusters"] else ""
-        text = (f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items{per_item}: "
-                + (f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)")
+        text = ((f"a drop of {drop:.3f}" if drop is not None else "no drop (too few independent items)")
                 + (f" diffuse, or {broken['items']} items breaking (a drop of {broken['drop']:.3f})" if broken
                    else ""))
         found = entry.get("detect")
@@ -346,6 +347,16 @@ def power_lines(power: Mapping[str, Any]) -> list[str]:
                 text += (f"; a diffuse drop of {found['drop']} needs --longctx-samples {found['samples']:,} "
                          f"(now {entry['samples']:,}){cost}, if it has that many distinct items")
         return text
+
+    def said(name: str, entry: Mapping[str, Any]) -> str:
+        per_item = f" ({entry['trials'] / entry['clusters']:.1f} trials an item)" if entry["clusters"] else ""
+        head = f"{name}: {entry['trials']:,} trials, {entry['clusters']:,} independent items{per_item}: "
+        far = entry.get("unrelated")
+        if far is None:  # one world: say which
+            return head + seen(entry) + (f" ({entry['world']})" if entry.get("world") else "")
+        return (head + f"if {entry.get('world', 'versions of one model')}: {seen(entry)}; if unrelated models "
+                f"(answers independent given item difficulty, {far['assumptions']['discordance']:.3f} discordant): "
+                + seen(far))
 
     for name, entry in power["experiments"].items():
         lines.append("  " + said(name, entry) + f" [assuming {entry['assumptions']['source']}]")

@@ -18,6 +18,13 @@ shapes of regression:
   (``v = rho p (1 - p)``: how the broken items' own accuracy varied), so it detects the share whose noncentral t
   clears the one-sided critical value with ``power``.
 
+Which world a plan describes (issue 38.7): the agreement above is that of *versions of one model* (the compared
+run's own comparison, else the stated default: they disagree on few answers). A candidate of another family
+(:func:`family`) answers nearly independently given each item's difficulty, the data model of
+:func:`~pytest_longctx.results.sequential.draw_drops` at its largest discordance: two such runs disagree on
+``2 a (1 - a) (1 - rho)`` of the answers, with no item-level correlation of the differences (:func:`unrelated`),
+so the drop it lets the gate see is larger; the plan then states both, labelled.
+
 Checked by seeded simulation over a family of data models (``benchmarks/sim_family.py``, and for the remote
 defaults ``benchmarks/sim_gate.py --mde``).
 """
@@ -25,6 +32,7 @@ defaults ``benchmarks/sim_gate.py --mde``).
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
@@ -54,6 +62,26 @@ class Assumptions:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def family(spec: str) -> str:
+    """A model's family from its spec: the name's words without version numbers or dates
+    (``anthropic/claude-sonnet-4-5-20250929`` -> ``claude-sonnet``); versions of one model share it."""
+    name = str(spec).rsplit("/", 1)[-1].lower()
+    words = [w for w in re.split(r"[-_.:@ ]+", name) if w and not w[0].isdigit() and w not in ("latest", "preview")]
+    return "-".join(words) or name
+
+
+def unrelated(a: Assumptions) -> Assumptions:
+    """The same accuracy and answers' correlation for two *unrelated* models: answers independent given each item's
+    difficulty (a propensity with mean ``accuracy`` and intra-item correlation ``icc``), so they disagree on
+    ``2 a (1 - a) (1 - icc)`` of the answers (never fewer than ``a.discordance``) and their differences carry no
+    item-level correlation."""
+    disc = max(2 * a.accuracy * (1 - a.accuracy) * (1 - a.icc), a.discordance)
+    return Assumptions(a.accuracy, disc, a.icc,
+                       f"unrelated models: answers independent given each item's difficulty, so two runs disagree "
+                       f"on {disc:.3f} of answers (2a(1-a)(1-icc); intra-item correlation of the disagreements 0) "
+                       f"at accuracy {a.accuracy:.3f} and intra-item correlation {a.icc:.2f}", 0.0)
 
 
 @dataclass(frozen=True)
@@ -308,16 +336,20 @@ class PlanEvidence:
 
 def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: Sequence[Any], alpha: float,
                baseline: Mapping[str, Any] | None, detect: float | None,
-               cost: Callable[[int, int], float]) -> dict[str, Any]:
+               cost: Callable[[int, int], float], candidate: str | None = None) -> dict[str, Any]:
     """The power statements of a plan: per experiment and per drop threshold, the smallest diffuse drop detected
     with 80% power at the gate's level, and the smallest share of items breaking (concentrated) that is; with
     ``detect``, the ``--longctx-samples`` and the cost that drop needs.
 
     ``declared``: the experiments' :class:`~pytest_longctx.results.evidence.Evidence`; ``baseline``: the compared
     run's record (its accuracy and intra-item correlation replace the stated defaults); ``cost(input, output)``:
-    USD at list prices for the model under test.
+    USD at list prices for the model under test; ``candidate``: its spec. Each statement says the agreement it
+    assumes (``world``); when ``candidate`` is of another :func:`family` than the compared run's model, each also
+    holds ``unrelated``: the same statement for unrelated models.
     """
     level, level_text = gate_level(alpha, thresholds)
+    compared = str(((baseline or {}).get("settings") or {}).get("model") or "")
+    other = bool(candidate and compared and family(candidate) != family(compared))
 
     def by_item(experiment: str) -> bool:
         found = declared.get(experiment)
@@ -336,11 +368,24 @@ def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: 
                 out["detect"]["cost_usd"] = round(cost(*tokens) * need / samples, 2)
         return out
 
+    def world(name: str | None) -> str:
+        shown = name and (((baseline or {}).get("comparison") or {}).get("experiments") or {}).get(name, {})
+        return ("versions of one model: the agreement the compared run shows" if shown and shown.get("pairs")
+                else "versions of one model: the default agreement")
+
+    def both(design: Design, a: Assumptions, tokens: tuple[int, int] | None, samples: int,
+             name: str | None) -> dict[str, Any]:
+        out = {**statement(design, a, tokens, samples), "world": world(name)}
+        if other:
+            far = unrelated(a)
+            out["unrelated"] = {**statement(design, far, tokens, samples), "assumptions": far.to_json()}
+        return out
+
     experiments = {}
     for name in evidence.experiments:
         assumptions = assumptions_from(baseline, name)
         design = evidence.design(experiment_is(name), by_item)
-        experiments[name] = {**statement(design, assumptions, evidence.tokens(name), evidence.samples(name)),
+        experiments[name] = {**both(design, assumptions, evidence.tokens(name), evidence.samples(name), name),
                              "assumptions": assumptions.to_json()}
     by_threshold = []
     for t in thresholds:
@@ -352,8 +397,10 @@ def plan_power(evidence: PlanEvidence, declared: Mapping[str, Any], thresholds: 
         names = evidence.experiments_matching(t.matches)
         assumptions = assumptions_from(baseline, names[0]) if len(names) == 1 else Assumptions()
         most = max(evidence.samples(n) for n in names)
-        by_threshold.append({"threshold": t.text, **statement(design, assumptions, None, most)})
-    return {"power": POWER, "alpha": round(level, 6), "alpha_text": level_text,
+        by_threshold.append({"threshold": t.text,
+                             **both(design, assumptions, None, most, names[0] if len(names) == 1 else None)})
+    return {"power": POWER, "alpha": round(level, 6), "alpha_text": level_text, "candidate": candidate,
+            "compared_model": compared or None, "other_family": other,
             "experiments": experiments, "thresholds": by_threshold}
 
 

@@ -199,7 +199,7 @@ def _plan_power(record: dict[str, Any], settings: Settings, state: Any, declared
 
     record["plan"]["power"] = plan_power(
         state.plan_evidence, declared, settings.thresholds, settings.alpha, getattr(state, "baseline", None),
-        settings.detect, cost)
+        settings.detect, cost, candidate=settings.model.spec)
     from pytest_longctx.results.sequential_plan import plan_sequential
 
     record["plan"]["sequential"] = plan_sequential(  # per max-drop alarm: requests and dollars to a decision

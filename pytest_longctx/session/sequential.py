@@ -64,6 +64,9 @@ class SeqRun:
     #: per settled alarm: the sample groups completed when it settled, and how it settled (the skips' reason)
     settled_at_group: dict[str, int] = field(default_factory=dict)
     why: dict[str, str] = field(default_factory=dict)
+    #: the compared record's sha256 and the model: what the record's ``sequential.spent`` names (session/rerun.py)
+    compared: str = ""
+    model: str = ""
     #: per alarm: trials skipped because it (with every other alarm covering them) was settled
     skipped: Counter[str] = field(default_factory=Counter)
     #: the settled alarms the prefetch dispatcher drops requests for (replaced whole: read by its thread)
@@ -112,13 +115,20 @@ def start(config: pytest.Config) -> None:
     a, b = levels(s.alpha, len(s.thresholds))
     a1, a2 = split(a)  # the e-process's share and the final fixed-design look's
     detect = s.detect if s.detect is not None else DEFAULT_DETECT
+    from pytest_longctx.session.rerun import fingerprint, refusal
+
+    compared = fingerprint(s.compare) if s.compare is not None else ""
+    refused = refusal(s.report_dir, s.model.spec, s.compare, compared) if s.compare is not None else None
+    if refused is not None:  # a second final look of the same test: refused, not spent again
+        raise pytest.UsageError(refused)
     trials = [t for t in baseline.get("trials", []) if t.get("outcome") != "error"]
     alarms = {}
     for t in s.thresholds:
         planned = len({str(x.get("cluster")) for x in trials if t.matches(x["experiment"], x["params"])})
         alarms[t.text] = AlarmSequence(t.text, t.value, detect, a1, b, planned=max(planned, 1), final_level=a2)
     config.stash[SEQ_KEY] = SeqRun(alarms, list(s.thresholds), list(baseline.get("trials", [])),
-                                   window=max(4 * s.max_concurrency, 32), stop=s.sequential_stop)
+                                   window=max(4 * s.max_concurrency, 32), stop=s.sequential_stop,
+                                   compared=compared, model=s.model.spec)
 
 
 def reorder(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -393,7 +403,12 @@ def apply(config: pytest.Config, record: dict[str, Any]) -> None:
             if alarm is not None and check.get("verdict") not in ("error", "too-few"):
                 alarm.final(check.get("p"))
     answered = sum(1 for t in record.get("trials", []) if t.get("outcome") != "error")
-    record["sequential"] = {**seq.to_json(answered), "final_look": complete}
+    from pytest_longctx.session.rerun import spent
+
+    final_level = max((a.final_level for a in seq.alarms.values()), default=0.0)
+    record["sequential"] = {**seq.to_json(answered), "final_look": complete,
+                            "spent": spent(seq.model, seq.compared, config.stash[SETTINGS_KEY].alpha, final_level,
+                                           complete and any(a.by == "final look" for a in seq.alarms.values()))}
     lane = config.stash[RUN_KEY].batch
     if hasattr(lane, "rounds"):  # --longctx-batch: its rounds are over once every test has reported
         lane.finish()

@@ -43,7 +43,22 @@ def _alarm_level(settings: Mapping[str, Any]) -> float:
     return float(settings.get("alpha") or 0.05) / max(len(alarms), 1)
 
 
+def _unrelated_words(found: Mapping[str, Any], items: int) -> str:
+    """The folder's figures if the candidate and the compared run are unrelated models."""
+    seen = f"a drop of {found['diffuse']:.3f} diffuse" if found["diffuse"] is not None else "no diffuse drop"
+    need = found["items_needed"]
+    needs = (f"no folder size detects a {found['detect'] * 100:.0f}-point drop" if need is None
+             else f"a {found['detect'] * 100:.0f}-point drop of either shape needs about {need} items")
+    return f"; if unrelated models ({found['assumptions']}): {items} items detect {seen}, {needs}"
+
+
 def folder_lines(record: Mapping[str, Any]) -> list[str]:
+    """How many items the docs folder supports (both worlds' figures when the plan holds them)."""
+    lines, other = _folder_lines(record)
+    return [line + other for line in lines]
+
+
+def _folder_lines(record: Mapping[str, Any]) -> tuple[list[str], str]:
     """How many items the docs folder supports, what they detect, and how many a 5-point drop needs (a plan reads
     its power statement; a run its docs trials)."""
     from pytest_longctx import items_power
@@ -58,9 +73,11 @@ def folder_lines(record: Mapping[str, Any]) -> list[str]:
         asked = [t for t in record.get("trials") or [] if t.get("experiment") == "docs" and t.get("item")]
         items, trials, alpha, assumptions = len({t["item"] for t in asked}), len(asked), _alarm_level(settings), None
     if items < 2:
-        return []
+        return [], ""
     per_item = max(round(trials / items), 1)
     found = items_power(items, per_item, alpha, assumptions)
+    far = (planned or {}).get("unrelated")  # a candidate of another family: the figures of both worlds
+    other = (_unrelated_words(items_power(items, per_item, alpha, far["assumptions"]), items) if far else "")
     folder = settings.get("docs_folder") or {}
     documents = int(folder.get("documents") or 0)
     where = f" of the folder's {folder['items']}" if folder.get("items") and folder["items"] != items else ""
@@ -68,18 +85,20 @@ def folder_lines(record: Mapping[str, Any]) -> list[str]:
     broken = found["concentrated"]
     seen += (f", or {broken['items']} items breaking (a drop of {broken['drop']:.3f})" if broken
              else ", and no share of items breaking")
+    if planned and planned.get("world"):  # which agreement the figures assume
+        seen = f"({'if' if far else 'assuming'} {planned['world']}) {seen}"
     line = (f"docs items: {items}{where} reviewed items asked {per_item} times each detect {seen} with "
             f"{found['power']:.0%} power at one-sided alpha {alpha:.4g}")
     need, total = found["items_needed"], int(folder.get("items") or items)
     detect = f"a {found['detect'] * 100:.0f}-point drop of either shape"
     if need is None:
-        return [line + f"; no folder size detects {detect}"]
+        return [line + f"; no folder size detects {detect}"], other
     if need <= items:
-        return [line + f"; {detect} needs about {need} items: these are enough [{found['assumptions']}]"]
+        return [line + f"; {detect} needs about {need} items: these are enough [{found['assumptions']}]"], other
     if need <= total:
         return [line + f"; {detect} needs about {need} items: the folder has them (`--longctx-samples {need}`) "
-                       f"[{found['assumptions']}]"]
+                       f"[{found['assumptions']}]"], other
     per_doc = math.ceil((need - total) / documents) if documents else None
     more = f"{per_doc} more a document, " if per_doc else ""
     return [line + f"; {detect} needs about {need} items ({more}`longctx-docs generate DIR --model SPEC --all "
-                   f"--per-doc {per_doc or 'N'}`, then review them) [{found['assumptions']}]"]
+                   f"--per-doc {per_doc or 'N'}`, then review them) [{found['assumptions']}]"], other

@@ -191,8 +191,14 @@ def pairs_line(record: Mapping[str, Any]) -> list[str]:
         return [f"needle pairs: no number of pairs detects a 5-point drop of either shape at {found['per_item']} "
                 "trials a pair"]
     more = "" if need <= items else f": write {need - items} more (fixtures/needle/SOURCE.md)"
-    return [f"needle pairs: a 5-point drop of either shape needs about {need} pairs asked equally often (about "
-            f"{found['per_item']} times each) at one-sided alpha {found['alpha']:.4g}; fixtures/needle has "
+    world = f" ({planned['world']})" if planned.get("world") else ""
+    far = planned.get("unrelated")
+    if far:  # a candidate of another family: the unrelated models' figure too
+        other = items_power(items, found["per_item"], float(power["alpha"]), far["assumptions"])["items_needed"]
+        world = (f" if {planned.get('world', 'versions of one model')}; about "
+                 f"{other if other is not None else 'no number of'} pairs if unrelated models")
+    return [f"needle pairs: a 5-point drop of either shape needs about {need} pairs{world} asked equally often "
+            f"(about {found['per_item']} times each) at one-sided alpha {found['alpha']:.4g}; fixtures/needle has "
             f"{items}{more}"]
 
 
