@@ -48,6 +48,10 @@ class Request:
         """A single-turn request."""
         return Request(messages=(Message("user", text),), **kwargs)
 
+    def text(self) -> str:
+        """Every prompt text the model reads (system, messages, prefill): what an input-token estimate counts."""
+        return (self.system or "") + "".join(m.content for m in self.messages) + (self.prefill or "")
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON form (stable field order irrelevant: keys are sorted when hashed)."""
         return {

@@ -89,7 +89,7 @@ class BatchRun:
         if self.ledger.budgeted():
             from pytest_longctx.corpus.tokens import TiktokenCounter
 
-            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            text = request.text()
             tokens = TiktokenCounter().count(text)
         try:
             self.tickets[key] = self.ledger.reserve(self.spec, tokens, request.max_tokens,

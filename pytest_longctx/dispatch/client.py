@@ -156,7 +156,7 @@ class ModelClient:
             return None
         tokens = 0
         if self.ledger.budgeted():  # the estimate matters only against a budget: no tokenizing otherwise
-            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            text = request.text()
             tokens = self.backend.count_tokens(text)
         try:
             return self.ledger.reserve(self.spec, tokens, request.max_tokens, cache_write=bool(request.cache_prefix))

@@ -407,7 +407,7 @@ class Dispatcher:
             return None
         tokens = 0
         if self.ledger.budgeted():
-            text = (request.system or "") + "".join(m.content for m in request.messages) + (request.prefill or "")
+            text = request.text()
             tokens = self.backend.count_tokens(text)
         try:
             return self.ledger.reserve(f"{self.backend.provider}/{self.backend.model}", tokens, request.max_tokens,

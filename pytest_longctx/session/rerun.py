@@ -11,21 +11,17 @@ same model and compared record is refused (exit 4) with a line naming that recor
 
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.corpus.lookup import sha256_of
 from pytest_longctx.reporting.writer import HISTORY_DIR, RECORD_NAME
 
 
 def fingerprint(path: Path) -> str:
     """The compared record's sha256 (hex): which baseline a sequential run tested against."""
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    return sha256_of(path)
 
 
 def spent(model: str, compared: str, alpha: float, final_level: float, final_look: bool) -> dict[str, Any]:
