@@ -80,16 +80,7 @@ class SeqRun:
                             "skipped_trials": self.skipped[text]} for text, a in self.alarms.items()]}
 
 
-@dataclass
-class Spend:
-    """What the run's requests cost so far (list prices; prompt-cache reads counted as plain input)."""
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-
-
 SEQ_KEY = pytest.StashKey[SeqRun]()
-SPEND_KEY = pytest.StashKey[Spend]()
 
 
 def check(s: Settings) -> None:
