@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -73,3 +74,36 @@ def fr_xml(pytestconfig: pytest.Config) -> Path:
 def fr_data_dir(fr_xml: Path) -> str:
     """A data dir holding ``FR-2024-02-12.xml`` (for the ``--data-dir`` of the qa command)."""
     return str(fr_xml.parent)
+
+
+def assert_collages_within(qa: Any, budget: int) -> None:
+    """Ten seeded collages at ``budget``: the relevant section once, the real token count within the budget and
+    within one token a unit of the collage's own count."""
+    import random
+
+    from pytest_longctx.corpus.tokens import TiktokenCounter
+
+    counter = TiktokenCounter()
+    for sample in range(10):
+        q = qa.question(sample, budget)
+        collage = qa.collage(q, budget, 50, random.Random(sample))
+        text = qa.render(collage)
+        assert text.count(qa.pieces[q.section_id].text.strip("\n")) == 1
+        actual = counter.count(text)
+        assert actual <= budget, (actual, collage.tokens)
+        assert abs(actual - collage.tokens) <= len(collage.units) + 2
+
+
+def assert_examples_in_context(qa: Any, budget: int, k: int) -> None:
+    """Twenty seeded collages: every in-context example is another question of a section in the context."""
+    import random
+
+    for sample in range(20):
+        q = qa.question(sample, budget)
+        collage = qa.collage(q, budget, 25, random.Random(sample))
+        examples = qa.context_examples(collage, q, k, random.Random(sample))
+        assert examples
+        present = set(collage.ids()) - {q.section_id}
+        for e in examples:
+            assert e.question.section_id in present
+            assert e.question.id != q.id

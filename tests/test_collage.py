@@ -13,7 +13,7 @@ from pytest_longctx.experiments.qa.collage import build_collage, depth_of, rende
 from pytest_longctx.experiments.qa.experiment import QaData
 from pytest_longctx.experiments.qa.federal_register import load_issue
 from pytest_longctx.experiments.qa.questions import load_questions
-from tests.corpus_data import QUESTIONS
+from tests.corpus_data import QUESTIONS, assert_collages_within, assert_examples_in_context
 
 
 def pieces(n: int, rng: random.Random) -> list[Unit]:
@@ -73,27 +73,11 @@ def qa(tmp_path_factory: pytest.TempPathFactory, fr_xml: Path) -> QaData:
 
 @pytest.mark.parametrize("budget", [2000, 8000, 32000])
 def test_real_context_token_count_stays_within_budget(qa: QaData, budget: int) -> None:
-    counter = TiktokenCounter()
-    for sample in range(10):
-        q = qa.question(sample, budget)
-        collage = qa.collage(q, budget, 50, random.Random(sample))
-        text = qa.render(collage)
-        assert text.count(qa.pieces[q.section_id].text.strip("\n")) == 1
-        actual = counter.count(text)
-        assert actual <= budget, (actual, collage.tokens)
-        assert abs(actual - collage.tokens) <= len(collage.units) + 2
+    assert_collages_within(qa, budget)
 
 
 def test_context_examples_come_from_sections_in_the_context(qa: QaData) -> None:
-    for sample in range(20):
-        q = qa.question(sample, 8000)
-        collage = qa.collage(q, 8000, 25, random.Random(sample))
-        examples = qa.context_examples(collage, q, 5, random.Random(sample))
-        assert examples
-        present = set(collage.ids()) - {q.section_id}
-        for e in examples:
-            assert e.question.section_id in present
-            assert e.question.id != q.id
+    assert_examples_in_context(qa, 8000, 5)
 
 
 def test_render_separates_sections_clearly() -> None:

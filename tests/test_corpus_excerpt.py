@@ -7,7 +7,6 @@ documents byte for byte, cut by the folder's own ``cut.py``.
 from __future__ import annotations
 
 import importlib.util
-import random
 from pathlib import Path
 from types import ModuleType
 
@@ -17,7 +16,7 @@ from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.experiments.qa.experiment import QaData
 from pytest_longctx.experiments.qa.federal_register import Issue, load_issue
 from pytest_longctx.experiments.qa.questions import load_questions, validate
-from tests.corpus_data import FR_DATE, FR_EXCERPT, QUESTIONS
+from tests.corpus_data import FR_DATE, FR_EXCERPT, QUESTIONS, assert_collages_within, assert_examples_in_context
 
 #: The kept sections: the issue's first document (where the splitter's sections begin) and seven short ones
 DOCUMENTS = ["2024-02930", "2024-02940", "2024-02795", "2024-02923", "2024-02768", "2024-02807", "2024-02775",
@@ -76,27 +75,11 @@ def test_the_shipped_questions_about_the_excerpt_validate(excerpt: Issue) -> Non
 
 @pytest.mark.parametrize("budget", [2000, 4000, 6000])
 def test_a_collage_of_the_excerpt_stays_within_its_budget(qa: QaData, budget: int) -> None:
-    counter = TiktokenCounter()
-    for sample in range(10):
-        q = qa.question(sample, budget)
-        collage = qa.collage(q, budget, 50, random.Random(sample))
-        text = qa.render(collage)
-        assert text.count(qa.pieces[q.section_id].text.strip("\n")) == 1
-        actual = counter.count(text)
-        assert actual <= budget, (actual, collage.tokens)
-        assert abs(actual - collage.tokens) <= len(collage.units) + 2
+    assert_collages_within(qa, budget)
 
 
 def test_context_examples_of_the_excerpt_come_from_sections_in_the_context(qa: QaData) -> None:
-    for sample in range(20):
-        q = qa.question(sample, 6000)
-        collage = qa.collage(q, 6000, 25, random.Random(sample))
-        examples = qa.context_examples(collage, q, 3, random.Random(sample))
-        assert examples
-        present = set(collage.ids()) - {q.section_id}
-        for e in examples:
-            assert e.question.section_id in present
-            assert e.question.id != q.id
+    assert_examples_in_context(qa, 6000, 3)
 
 
 @pytest.mark.e2e
