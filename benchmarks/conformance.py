@@ -6,7 +6,7 @@ pooled by ``litm-*``) and a ``max-drop=0`` alarm, seeded runs with known truth a
 
 * the **fixed** rule: the gate's one-sided clustered paired test (``robust.paired_rows``, what
   ``paired_difference`` computes) at alpha / m;
-* the **sequential** rule: ``results/sequential.simulate`` fed as ``session/sequential.py`` feeds it (an item once
+* the **sequential** rule: ``results/eprocess.simulate`` fed as ``session/sequential_gate.py`` feeds it (an item once
   every trial of it has answered, in sample-group order, as its summed paired drop with its trial count), the
   e-process at a quarter of alpha / m, clearing at 0.10 / m, the final look at the rest with the fixed test's p.
 
@@ -50,8 +50,8 @@ from pytest_longctx.experiments.litm.design import block_design as litm_design
 from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design as qa_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
+from pytest_longctx.results.eprocess import DEFAULT_DETECT, levels, simulate, split
 from pytest_longctx.results.robust import Shape, paired_rows
-from pytest_longctx.results.sequential import DEFAULT_DETECT, levels, simulate, split
 from pytest_longctx.results.stats import wilson
 
 ALPHA = 0.05

@@ -8,8 +8,8 @@ The designs are the plugin's remote defaults for anthropic/claude-sonnet-4-5, bu
 functions (qa's, litm's and docs' ``block_design``; lrt's 20 cells of 20 files), and the run order is
 ``--longctx-sequential``'s: sample group by sample group (sample i of every cell, then i + 1). Per alarm an item is
 fed once all its trials have answered (the sample group of its last trial), as its summed paired drop with its trial
-count (``session/sequential.py``), and the plugin's own rule
-decides (``results/sequential.simulate`` with the looks of the run's sample groups): the e-process at a quarter of
+count (``session/sequential_gate.py``), and the plugin's own rule
+decides (``results/eprocess.simulate`` with the looks of the run's sample groups): the e-process at a quarter of
 the alarm's level at every look, clearing at 0.10 / 4, and for an alarm still open at the end of the design the
 final fixed-design look at the rest of its level with the fixed gate's own one-sided p (``results/robust.paired_rows``,
 what ``paired_difference`` computes, over every run). The fixed design answers everything and decides the four
@@ -59,8 +59,8 @@ from pytest_longctx.experiments.litm.design import block_design as litm_design
 from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
+from pytest_longctx.results.eprocess import levels, simulate, split
 from pytest_longctx.results.robust import Shape, paired_rows
-from pytest_longctx.results.sequential import levels, simulate, split
 from pytest_longctx.results.stats import holm, wilson
 
 RECIPE = ("lrt", "qa", "docs", "litm-*")
@@ -205,7 +205,7 @@ class Run:
 @dataclass
 class Watch:
     """One alarm in run order: its items in the order they complete (the sample group of their last trial), their
-    sizes, and its looks (``session/sequential.py`` feeds an item once all its trials have answered)."""
+    sizes, and its looks (``session/sequential_gate.py`` feeds an item once all its trials have answered)."""
 
     mask: np.ndarray  # the alarm's trials
     order: np.ndarray  # items in feeding order

@@ -5,7 +5,7 @@ design, versions of one model and unrelated models, items shared across cells wi
 answers flipped at random in each run. Regressions: none, a diffuse 5-point drop (every answer a little likelier
 wrong) and a concentrated one (5% / accuracy of the items break whole). Every experiment runs sample by sample, as
 the gate orders a run; each of the README recipe's four alarms watches its items' paired drops with the plugin's
-own e-processes (``pytest_longctx.results.sequential.simulate``, levels alpha / 4 and 0.10 / 4, looks after every
+own e-processes (``pytest_longctx.results.eprocess.simulate``, levels alpha / 4 and 0.10 / 4, looks after every
 sample group), and the run stops once all four are settled. Each alarm's alpha / 4 is split (``--share``, default
 the plugin's ``EPROCESS_SHARE``): that share for the e-process at every look, the rest for a final look at the end
 of the design, where the fixed design's own test (``paired_difference``'s rows, its unadjusted one-sided p)
@@ -36,8 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from sim_gate import DESIGNS, RECIPE, Alarms, Layout, draw_pair
 
+from pytest_longctx.results.eprocess import EPROCESS_SHARE, levels, simulate, split
 from pytest_longctx.results.robust import Shape, paired_rows
-from pytest_longctx.results.sequential import EPROCESS_SHARE, levels, simulate, split
 from pytest_longctx.results.stats import holm, wilson
 
 #: Dollars a request at list prices (issue #30's plan: qa $134 / 2,360, lrt $64 / 400, litm $57 / 4,680, docs rest)

@@ -52,7 +52,7 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         settings = resolve(config)
         check_settings(settings)
-        from pytest_longctx.session.sequential import check as check_sequential
+        from pytest_longctx.session.sequential_gate import check as check_sequential
 
         check_sequential(settings)
     except UsageError as exc:
@@ -89,7 +89,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if _needs_model_process(config):
         _check_gate_inputs(config, settings)
         _check_cache_dir(settings)
-        from pytest_longctx.session.sequential import start as start_sequential
+        from pytest_longctx.session.sequential_gate import start as start_sequential
 
         start_sequential(config)  # --longctx-sequential: the alarms' e-processes, over the compared run's items
         if settings.plan_out is not None:  # this run's planned requests only, not the last run's as well
@@ -205,7 +205,7 @@ def pytest_make_collect_report(collector: pytest.Collector) -> Generator[None, p
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """--longctx-sequential: every process collects sample group by sample group (after experiments' own edits)."""
     if SETTINGS_KEY in config.stash:
-        from pytest_longctx.session.sequential import reorder
+        from pytest_longctx.session.sequential_gate import reorder
 
         reorder(config, items)
 
@@ -234,7 +234,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             raise pytest.UsageError(str(exc)) from None
         if refused is not None:  # before any service starts: nothing is sent
             raise pytest.UsageError(refused)
-        from pytest_longctx.session.sequential import set_groups
+        from pytest_longctx.session.sequential_gate import set_groups
 
         set_groups(session.config, [item.nodeid for item in session.items])
         _start_services(session.config)
@@ -304,7 +304,7 @@ class _XdistHooks:
 
     def pytest_xdist_node_collection_finished(self, node: object, ids: list[str]) -> None:
         """The controller does not collect: the first worker's collection gives the sample groups."""
-        from pytest_longctx.session.sequential import set_groups
+        from pytest_longctx.session.sequential_gate import set_groups
 
         set_groups(node.config, list(ids))  # type: ignore[attr-defined]
 
@@ -326,7 +326,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return
     settings = metafunc.config.stash[SETTINGS_KEY]
     if settings.several:  # every condition for each model, in the order given (the same on every worker)
-        from pytest_longctx.session.several import MODEL_ARG, slug
+        from pytest_longctx.session.model_axis import MODEL_ARG, slug
 
         if MODEL_ARG in metafunc.fixturenames:
             metafunc.parametrize(MODEL_ARG, [m.spec for m in settings.models],
@@ -458,7 +458,7 @@ class _Controller:
                 model = (value.get("trial") or {}).get("model")  # several models: the design is each model's
                 if model in (None, self.config.stash[SETTINGS_KEY].model.spec):
                     state.plan_evidence.add(value)
-        from pytest_longctx.session.sequential import on_report
+        from pytest_longctx.session.sequential_gate import on_report
 
         on_report(self.config, report, records)  # --longctx-budget; --longctx-sequential: look, maybe stop
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome

@@ -15,7 +15,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.backends.model_spec import parse_model_spec
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.evidence import by_experiment
 from pytest_longctx.results.thresholds import parse_threshold
@@ -228,7 +228,7 @@ def models_record(tmp: Path) -> dict[str, Any]:
     """Three models in one run (the first the reference), gated against it on the LRT: one session's record."""
     import dataclasses
 
-    from pytest_longctx.session.several_run import decide_models
+    from pytest_longctx.session.model_gates import decide_models
 
     specs = {"anthropic/claude-sonnet-4-5": (0.03, 0.3), "anthropic/claude-haiku-4-5": (0.0, 2.0),
              "anthropic/claude-opus-4-1": (0.05, 0.2)}

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_longctx.backends import build_backend, missing_key_message
-from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.backends.model_spec import parse_model_spec
 from pytest_longctx.backends.registry import OPTION_FACTS, PROVIDERS, Provider, load, offering, provider_of
 from pytest_longctx.session.keys import Shared
 
@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "pytest_longctx"
 MAY_NAME = ("backends/", "server/")
 #: Modules outside ``backends/`` that may import from it, and what (the protocol, specs, the registry, the
 #: prompt-cache arithmetic); a provider's own module (anthropic, openai_compat, local*, fake, http, retry) never.
-PUBLIC = {"pytest_longctx.backends", "pytest_longctx.backends.base", "pytest_longctx.backends.models",
+PUBLIC = {"pytest_longctx.backends", "pytest_longctx.backends.base", "pytest_longctx.backends.model_spec",
           "pytest_longctx.backends.registry", "pytest_longctx.backends.prompt_cache"}
 #: Known exceptions, each with its reason (the report of issue #13 part E lists them as what remains).
 ALLOWED = {

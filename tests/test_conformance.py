@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 
-from pytest_longctx.results.sequential import levels
+from pytest_longctx.results.eprocess import levels
 from pytest_longctx.results.stats import wilson
 
 ALPHA = 0.05

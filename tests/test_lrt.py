@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.backends.model_spec import parse_model_spec
 from pytest_longctx.experiments.lrt.conditions import lrt_plan
 from pytest_longctx.experiments.lrt.files import (
     INSTRUCTION,

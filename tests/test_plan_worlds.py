@@ -18,6 +18,7 @@ import pytest
 
 from pytest_longctx.experiments.docs.summary import folder_lines
 from pytest_longctx.reporting.decision import power_lines
+from pytest_longctx.results.eprocess import draw_drops, paired_p
 from pytest_longctx.results.evidence import Evidence
 from pytest_longctx.results.power import (
     Assumptions,
@@ -28,7 +29,6 @@ from pytest_longctx.results.power import (
     plan_power,
     unrelated,
 )
-from pytest_longctx.results.sequential import draw_drops, paired_p
 from pytest_longctx.results.thresholds import parse_threshold
 from pytest_longctx.server.graded import Graded
 from tests.lrt_runs import LRT, ROOT, run_lrt

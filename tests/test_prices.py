@@ -11,7 +11,7 @@ import pytest
 from genai_prices import Usage
 from genai_prices.data_snapshot import get_snapshot
 
-from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.backends.model_spec import parse_model_spec
 from pytest_longctx.backends.prices import parse_prices, price_of
 from pytest_longctx.dispatch.plan import PlanTally
 from pytest_longctx.errors import UsageError

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx.backends.models import parse_model_spec
+from pytest_longctx.backends.model_spec import parse_model_spec
 from pytest_longctx.reporting.progress import LOG_EVERY_S, Display, duration
 from pytest_longctx.results.aggregate import Aggregator
 

@@ -293,7 +293,7 @@ def test_lane_queue_with_no_entries_ends_at_once() -> None:
 def test_the_progress_line_and_the_spend_show_billed_input() -> None:
     from types import SimpleNamespace
 
-    from pytest_longctx.backends.models import parse_model_spec
+    from pytest_longctx.backends.model_spec import parse_model_spec
     from pytest_longctx.reporting.progress import Display, estimated_spend, prompt_cache_text
     from pytest_longctx.results.aggregate import Aggregator
 

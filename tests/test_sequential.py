@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from pytest_longctx.dispatch.ordering import by_sample, group_sizes, sample_of_nodeid
-from pytest_longctx.results.sequential import AlarmSequence, draw_drops, item_drops, levels, simulate
+from pytest_longctx.results.eprocess import AlarmSequence, draw_drops, item_drops, levels, simulate
 
 #: (items, trials an item, accuracy, intra-item correlation, discordance)
 DESIGNS = [(400, 1, 0.85, 0.5, 0.04), (60, 20, 0.7, 0.3, 0.06), (200, 4, 0.95, 0.5, 0.02), (30, 80, 0.5, 0.6, 0.1)]

@@ -59,7 +59,7 @@ def test_the_client_sends_no_request_for_a_trial_only_settled_alarms_cover(tmp_p
     """Without prefetch the client checks right before sending; a cached answer is still used (cache mode)."""
     from pytest_longctx.backends import build_backend
     from pytest_longctx.backends.base import Oracle, Request
-    from pytest_longctx.backends.models import parse_model_spec
+    from pytest_longctx.backends.model_spec import parse_model_spec
     from pytest_longctx.dispatch.client import ModelClient
 
     alarms = SettledAlarms(settled_path(tmp_path / "stop"),

@@ -17,8 +17,7 @@ import pytest
 from scipy import stats
 
 from pytest_longctx.results.clustered import paired_difference
-from pytest_longctx.results.robust import Shape, cr2_variance
-from pytest_longctx.results.sequential import (
+from pytest_longctx.results.eprocess import (
     EPROCESS_SHARE,
     AlarmSequence,
     draw_drops,
@@ -28,6 +27,7 @@ from pytest_longctx.results.sequential import (
     simulate,
     split,
 )
+from pytest_longctx.results.robust import Shape, cr2_variance
 from pytest_longctx.results.stats import wilson
 from pytest_longctx.server.graded import Graded
 from tests.lrt_runs import run_lrt

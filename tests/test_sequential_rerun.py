@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_longctx.results.sequential import draw_drops, simulate, split
+from pytest_longctx.results.eprocess import draw_drops, simulate, split
 from pytest_longctx.results.stats import wilson
 from pytest_longctx.server.graded import Graded
 from pytest_longctx.session.rerun import earlier_look, fingerprint, spent

@@ -173,7 +173,7 @@ def test_several_models_from_the_ini_file(runner: Any) -> None:
 
 
 def test_the_side_by_side_tables_escape_and_say_what_they_hold() -> None:
-    from pytest_longctx.reporting.models import models_html, models_lines
+    from pytest_longctx.reporting.side_by_side import models_html, models_lines
 
     row = {"pooled": {"accuracy": 0.5, "low": 0.3, "high": 0.7}, "effective_length": None, "errors": 2,
            "series": [{"params": {"n": 1}, "accuracy": 0.5, "n": 4}]}

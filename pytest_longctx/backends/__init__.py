@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx.backends.base import Backend, Completion, Message, Request, request_key
-from pytest_longctx.backends.models import ModelSpec
+from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.prices import Price, parse_prices, price_of, source_text
 from pytest_longctx.backends.registry import REFERENCE_MODEL, Provider, load, offering, provider_of
 

@@ -18,9 +18,9 @@ from pytest_longctx.reporting.charts import esc, render_figure
 from pytest_longctx.reporting.decision import run_status
 from pytest_longctx.reporting.decision_table import decision_html, verdict_box
 from pytest_longctx.reporting.html_tables import cell_table, comparison_section, drilldown
-from pytest_longctx.reporting.models import models_html
 from pytest_longctx.reporting.samples import samples_per_cell
 from pytest_longctx.reporting.sections import Section, arrange
+from pytest_longctx.reporting.side_by_side import models_html
 from pytest_longctx.reporting.tables import table_html
 from pytest_longctx.util.words import plural
 

@@ -1,6 +1,6 @@
 """Deciding a built run record: check it against the compared run, gate it, summarize each experiment, in place.
 
-The run's finish (``session/run.py``), a run of several models (``session/several_run.py``) and ``longctx-gate``
+The run's finish (``session/run.py``), a run of several models (``session/model_gates.py``) and ``longctx-gate``
 call :func:`decide`; it returns the one :class:`~pytest_longctx.results.decision.GateResult` the record's ``gate``
 section and the exit code come from. No pytest here: the command decides exactly as the run did.
 """

@@ -21,7 +21,7 @@ shapes of regression:
 Which world a plan describes (issue 38.7): the agreement above is that of *versions of one model* (the compared
 run's own comparison, else the stated default: they disagree on few answers). A candidate of another family
 (:func:`family`) answers nearly independently given each item's difficulty, the data model of
-:func:`~pytest_longctx.results.sequential.draw_drops` at its largest discordance: two such runs disagree on
+:func:`~pytest_longctx.results.eprocess.draw_drops` at its largest discordance: two such runs disagree on
 ``2 a (1 - a) (1 - rho)`` of the answers, with no item-level correlation of the differences (:func:`unrelated`),
 so the drop it lets the gate see is larger; the plan then states both, labelled.
 

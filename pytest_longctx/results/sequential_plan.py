@@ -1,13 +1,13 @@
 """What a plan says about the sequential gate: per alarm, requests and dollars to a decision, and what a budget buys.
 
 For each pooled ``max-drop`` alarm the planned design (its items, trials per item, items per sample group) is run
-through the sequential rule (:func:`~pytest_longctx.results.sequential.simulate`) on seeded draws from the plan's
+through the sequential rule (:func:`~pytest_longctx.results.eprocess.simulate`) on seeded draws from the plan's
 stated assumptions (:class:`~pytest_longctx.results.power.Assumptions`: accuracy, discordance, intra-item
 correlation, from the compared run when there is one): no change, and a diffuse drop of the margin plus D
 (``--longctx-detect``, else 0.05). It reports the share of runs that fail, and the mean and 95th-percentile
 requests and dollars (list prices, uncached) until the alarm is settled, beside the whole design's. The rule is the
 gate's: the e-process at its share of the alarm's level, and a run it does not settle decided at the end of the
-design by the fixed gate's own paired test (:func:`~pytest_longctx.results.sequential.paired_p`) at the rest.
+design by the fixed gate's own paired test (:func:`~pytest_longctx.results.eprocess.paired_p`) at the rest.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from pytest_longctx.results.eprocess import DEFAULT_DETECT, decision_cost, draw_drops, levels, paired_p, simulate
+from pytest_longctx.results.eprocess import split as split_level
 from pytest_longctx.results.power import Assumptions, Design, assumptions_from, detectable_drop, gate_level
-from pytest_longctx.results.sequential import DEFAULT_DETECT, decision_cost, draw_drops, levels, paired_p, simulate
-from pytest_longctx.results.sequential import split as split_level
 
 RUNS = 1000
 

@@ -34,7 +34,7 @@ class Defaults:
 def declared(config: pytest.Config) -> dict[str, Defaults]:
     """The experiments' defaults (a failing hook costs only its own defaults, and a note on the controller)."""
     if DEFAULTS_KEY not in config.stash:
-        from pytest_longctx.session.contrib import call_each, flat
+        from pytest_longctx.session.hook_calls import call_each, flat
 
         notes: list[str] = []
         found = {d.experiment: d for d in flat(call_each(config, "pytest_longctx_defaults", notes, config=config))

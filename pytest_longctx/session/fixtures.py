@@ -10,7 +10,7 @@ import pytest
 import pytest_asyncio
 
 from pytest_longctx.backends import build_backend
-from pytest_longctx.backends.models import ModelSpec
+from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
@@ -19,7 +19,7 @@ from pytest_longctx.session.identity import condition_params as condition_params
 from pytest_longctx.session.identity import trial_identity
 from pytest_longctx.session.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
 from pytest_longctx.session.options import Settings
-from pytest_longctx.session.sequential import settled_alarms
+from pytest_longctx.session.sequential_gate import settled_alarms
 from pytest_longctx.session.trial import Trial, trial_seed
 
 

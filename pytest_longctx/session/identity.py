@@ -19,7 +19,7 @@ import pytest
 
 #: The parametrized argument that numbers trials within a cell.
 SAMPLE_ARG = "longctx_sample"
-#: The parametrized argument naming a trial's model when several run (``session/several.py``); not a condition.
+#: The parametrized argument naming a trial's model when several run (``session/model_axis.py``); not a condition.
 MODEL_ARG = "longctx_model"
 #: User property on a setup report carrying the trial's identity (for the controller, in case the worker dies).
 IDENTITY_KEY = "longctx_identity"

@@ -15,7 +15,7 @@ from pytest_longctx.backends import Price, parse_prices, source_text
 from pytest_longctx.errors import UsageError
 
 if TYPE_CHECKING:
-    from pytest_longctx.backends.models import ModelSpec
+    from pytest_longctx.backends.model_spec import ModelSpec
     from pytest_longctx.session.option_def import OptionDef
 
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import pytest
 
 from pytest_longctx.backends import Price
-from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx.backends.model_spec import ModelSpec, parse_model_spec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
@@ -149,7 +149,7 @@ class Settings:
         return len(self.models) > 1
     #: --longctx-compare-partial: a partial compared run is accepted (and said in every verdict), not refused
     compare_partial: bool = False
-    #: --longctx-sequential and --longctx-budget (``session/sequential.py``)
+    #: --longctx-sequential and --longctx-budget (``session/sequential_gate.py``)
     sequential: bool = False
     budget: float | None = None
     #: --longctx-sequential-stop: "alarm" (per-alarm stops) or "run" (the whole run only)
@@ -352,7 +352,7 @@ def resolve(config: pytest.Config) -> Settings:
     """Read every option once; raise UsageError (one line) on the first bad value."""
     raw: dict[str, Any] = {opt.noun: _raw(config, opt) for opt in OPTIONS}
     by = {opt.noun: opt for opt in OPTIONS}
-    from pytest_longctx.session.several import resolve_models
+    from pytest_longctx.session.model_axis import resolve_models
 
     models, model = resolve_models(config, by["model"], by["reference"])
     judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
@@ -391,7 +391,7 @@ def resolve(config: pytest.Config) -> Settings:
         raise UsageError(f"{by['prompt-cache'].flag}: expected on, off or auto, got {raw['prompt-cache']!r}")
     for each in models:
         check_provider_modes(each, prefetch=prefetch, batch=batch, exact_tokens=exact_tokens, cache=cache)
-    from pytest_longctx.session.several import check_several_modes
+    from pytest_longctx.session.model_axis import check_several_modes
 
     check_several_modes(models, prefetch=prefetch, batch=batch)
     if batch and cache == "off":

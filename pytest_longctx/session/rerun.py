@@ -1,7 +1,7 @@
 """Re-runs keep the level: a sequential run's final look is taken once per test, not once per extension.
 
 Each alarm's level alpha / m is spent a quarter by its e-process and the rest by one fixed-design look at the end
-of the design (:func:`~pytest_longctx.results.sequential.split`). A re-run over a cached run with more samples
+of the design (:func:`~pytest_longctx.results.eprocess.split`). A re-run over a cached run with more samples
 (same model, same compared record) is the same test looked at again: its final look would spend the rest again
 (three extensions at 0.05: 8% false alarms for unrelated models, ``tests/test_sequential_rerun.py``). So the
 record's ``sequential.spent`` says what a run spent (the model, the compared record's sha256, the final look's

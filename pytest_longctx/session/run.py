@@ -92,14 +92,14 @@ def _finish(session: pytest.Session) -> None:
     config = session.config
     state = config.stash[RUN_KEY]
     settings = config.stash[SETTINGS_KEY]
-    from pytest_longctx.session.contrib import call_each, flat
+    from pytest_longctx.session.hook_calls import call_each, flat
     from pytest_longctx.session.keys import SHARED_KEY
 
     declared = by_experiment(e for e in flat(call_each(config, "pytest_longctx_evidence", state.notes))
                              if isinstance(e, Evidence))
     models: dict[str, dict[str, Any]] = {}
-    if settings.several:  # one record per model, each gated; the run's is the reference's (session/several_run.py)
-        from pytest_longctx.session.several_run import decide_models
+    if settings.several:  # one record per model, each gated; the run's is the reference's (session/model_gates.py)
+        from pytest_longctx.session.model_gates import decide_models
 
         record, models = decide_models(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared,
                                        build_record, decide)
@@ -108,7 +108,7 @@ def _finish(session: pytest.Session) -> None:
         if record["stopped"] is None and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
             record["stopped"] = "pytest internal error"  # not a complete run: recorded beside the last complete one
         decide(record, settings, declared, getattr(state, "baseline", None), state.notes)
-    from pytest_longctx.session.sequential import apply as apply_sequential
+    from pytest_longctx.session.sequential_gate import apply as apply_sequential
 
     apply_sequential(config, record)  # --longctx-sequential: the e-processes' verdicts, or the final look's
     if settings.plan:
@@ -141,7 +141,7 @@ def _finish(session: pytest.Session) -> None:
     state.summary_lines = [str(line) for line in flat(call_each(session.config, "pytest_longctx_summary_lines",
                                                                 state.notes, record=record))]
     if models:
-        from pytest_longctx.reporting.models import models_lines
+        from pytest_longctx.reporting.side_by_side import models_lines
 
         state.summary_lines += models_lines(record.get("models"))
     record["notes"] = list(state.notes)
@@ -158,7 +158,7 @@ def _finish(session: pytest.Session) -> None:
         state.written.extend(lines)
     _write(session.config, record, settings, state)
     if models and not settings.plan:
-        from pytest_longctx.session.several_run import write_model_records
+        from pytest_longctx.session.model_gates import write_model_records
 
         write_model_records(models, record, settings, state)
 
@@ -168,7 +168,7 @@ def _chance(config: pytest.Config, record: dict[str, Any], settings: Settings, s
     that runs the same study on the reference model when this one is not a remote model."""
     from pytest_longctx.backends import REFERENCE_MODEL, provider_of
     from pytest_longctx.reporting.chance import chance_report
-    from pytest_longctx.session.contrib import call_each
+    from pytest_longctx.session.hook_calls import call_each
 
     levels: dict[str, float] = {}
     for found in call_each(config, "pytest_longctx_chance", state.notes, cells=record["cells"],
@@ -220,7 +220,7 @@ def _write(config: pytest.Config, record: dict[str, Any], settings: Settings, st
         write_plan_record,
         write_reports,
     )
-    from pytest_longctx.session.contrib import call_each
+    from pytest_longctx.session.hook_calls import call_each
 
     sections = arrange(call_each(config, "pytest_longctx_report_sections", state.notes,
                                  cells=record["cells"], trials=record["trials"]), record["cells"])

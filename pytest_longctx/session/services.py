@@ -16,7 +16,7 @@ from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 from pytest_longctx.session.stopping import request_stop, stop_prefetch
 
 if TYPE_CHECKING:
-    from pytest_longctx.backends.models import ModelSpec
+    from pytest_longctx.backends.model_spec import ModelSpec
 
 
 def start_local_server(config: pytest.Config) -> None:
@@ -95,10 +95,10 @@ def start_prefetch(config: pytest.Config) -> None:
 
         dispatcher.ledger = Ledger.beside(shared.stop_file)  # debited before each request goes out
         state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
-        from pytest_longctx.session.sequential import allowance
+        from pytest_longctx.session.sequential_gate import allowance
 
         dispatcher.allowance = allowance(config)  # --longctx-sequential: a window ahead of the reported tests
-        from pytest_longctx.session.sequential import unneeded
+        from pytest_longctx.session.sequential_gate import unneeded
 
         dispatcher.unneeded = unneeded(config)  # and no request for trials only settled alarms cover
     state.display.say("planning the run in a child process (every request built, none sent by it); "
@@ -123,7 +123,7 @@ def start_prefetch(config: pytest.Config) -> None:
         state.notes.append(f"prefetch off: {exc}")
         shutil.rmtree(work, ignore_errors=True)
         return
-    from pytest_longctx.session.sequential import batch_gate
+    from pytest_longctx.session.sequential_gate import batch_gate
 
     gate = batch_gate(config) if s.batch else None
     if gate is not None:  # --longctx-sequential: in rounds, a thread beside the tests (dispatch/batch_rounds.py)
@@ -131,7 +131,7 @@ def start_prefetch(config: pytest.Config) -> None:
         from pytest_longctx.dispatch.batch_rounds import BatchRounds
 
         tw = config.get_terminal_writer()
-        from pytest_longctx.session.sequential import unneeded as unneeded_of
+        from pytest_longctx.session.sequential_gate import unneeded as unneeded_of
 
         lane = BatchRounds(s, cache, work, plan_file, gate, StatusLine(lambda text: tw.write(text, flush=True),
                                                                          tty=False))

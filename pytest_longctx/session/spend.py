@@ -79,7 +79,7 @@ def budget_words(usage: Mapping[str, Any]) -> str | None:
 def sequential_saving(config: Any, record: Mapping[str, Any], usage: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a sequential run settled, skipped and saved: the trials of the design it did not run, at the dollars
     per answered trial it paid (None without a sequential gate)."""
-    from pytest_longctx.session.sequential import SEQ_KEY
+    from pytest_longctx.session.sequential_gate import SEQ_KEY
 
     seq = config.stash.get(SEQ_KEY, None)
     done = record.get("sequential")

@@ -1,7 +1,7 @@
 """The sequential gate's statistic: betting e-processes over items' paired drops, pooled as the fixed test pools.
 
 **What is bet on.** An item reaches the e-processes once, when every trial of it the design holds has answered
-(``session/sequential.py`` counts them against the compared run's trials of the item), as its *summed* paired drop
+(``session/sequential_gate.py`` counts them against the compared run's trials of the item), as its *summed* paired drop
 ``D_i`` (the compared run's right answers minus this run's over the item's paired trials, in ``[-n_i, n_i]``) with
 its paired trial count ``n_i``. Every paired trial the fixed test pools reaches the e-process, and the quantity is
 the fixed test's: the trial-weighted pooled drop ``sum D / sum n``, not the plain mean of items' drops.

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from pytest_longctx.backends.models import ModelSpec, parse_model_spec
+from pytest_longctx.backends.model_spec import ModelSpec, parse_model_spec
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
 from pytest_longctx.session.identity import MODEL_ARG as MODEL_ARG  # re-exported: the plugin parametrizes it

@@ -1,4 +1,4 @@
-"""The "Models side by side" part of a run of several models (``record["models"]``, ``session/several_run.py``).
+"""The "Models side by side" part of a run of several models (``record["models"]``, ``session/model_gates.py``).
 
 Per experiment: a table (pooled accuracy, paired difference from the reference, effective length, place in the
 ranking, errors), the pairs the ranking rests on (simultaneous intervals), a chart with a line per model; then

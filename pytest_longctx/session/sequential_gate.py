@@ -3,7 +3,7 @@
 ``--longctx-sequential`` with ``--longctx-compare`` and pooled ``max-drop`` alarm thresholds: tests run sample by
 sample (:mod:`~pytest_longctx.dispatch.ordering`); when every test of the next sample index has reported (the
 controller sees every report, with or without xdist), its trials are paired with the compared run and each item's
-drop feeds every alarm's e-processes (:mod:`~pytest_longctx.results.sequential`). Once every alarm is settled the
+drop feeds every alarm's e-processes (:mod:`~pytest_longctx.results.eprocess`). Once every alarm is settled the
 run stops: the prefetch dispatcher is cancelled and the stop file is written, so a test whose answer is not already
 there ends skipped with the reason; answers already received are used and recorded. Before that, each alarm stops on
 its own (``--longctx-sequential-stop alarm``, the default): once it is settled its e-process is fed no more, and a
@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.results.sequential import DEFAULT_DETECT, AlarmSequence, levels, split
+from pytest_longctx.results.eprocess import DEFAULT_DETECT, AlarmSequence, levels, split
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 from pytest_longctx.session.options import Settings
 
@@ -342,7 +342,7 @@ def _settle(config: pytest.Config, seq: SeqRun, new: list[str]) -> None:
 
 def _declared(config: pytest.Config) -> dict[str, Any]:
     from pytest_longctx.results.evidence import Evidence, by_experiment
-    from pytest_longctx.session.contrib import call_each, flat
+    from pytest_longctx.session.hook_calls import call_each, flat
 
     notes = config.stash[RUN_KEY].notes
     return by_experiment(e for e in flat(call_each(config, "pytest_longctx_evidence", notes))
