@@ -35,13 +35,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.clustered import paired_difference, pooled_accuracy
 from pytest_longctx.results.compare import compare
 from pytest_longctx.results.gate import GateInputs, evaluate
 from pytest_longctx.results.power import Assumptions, Design, detectable_drop
 from pytest_longctx.results.stats import holm, wilson
-from pytest_longctx.results.thresholds import parse_threshold
 
 #: The README's CI recipe (docs/ci-gating.md): one pooled regression alarm per experiment.
 RECIPE = ("experiment=lrt:max-drop=0", "experiment=qa:max-drop=0", "experiment=docs:max-drop=0",

@@ -28,7 +28,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from pytest_longctx.version import __version__ as __version__
 
 #: public name -> "module:attribute", imported on first use
 _EXPORTS = {
@@ -39,13 +39,13 @@ _EXPORTS = {
     "shared_prefix_end": "pytest_longctx.backends.base:shared_prefix_end",
     "Trial": "pytest_longctx.session.trial:Trial",
     "ModelClient": "pytest_longctx.dispatch.client:ModelClient",
-    "Settings": "pytest_longctx.session.options:Settings",
+    "Settings": "pytest_longctx.run_settings:Settings",
     "settings": "pytest_longctx.api:settings",
     "active": "pytest_longctx.api:active",
     "set_cell_samples": "pytest_longctx.api:set_cell_samples",
     "samples_for": "pytest_longctx.session.defaults:samples_for",
     "Defaults": "pytest_longctx.session.defaults:Defaults",
-    "OptionDef": "pytest_longctx.session.options:OptionDef",
+    "OptionDef": "pytest_longctx.session.option_def:OptionDef",
     "add_options": "pytest_longctx.api:add_options",
     "option_value": "pytest_longctx.api:option_value",
     "resolve_options": "pytest_longctx.api:resolve_options",
@@ -147,10 +147,10 @@ if TYPE_CHECKING:
     from pytest_longctx.results.thresholds import (
         GATE_EXIT_CODE as GATE_EXIT_CODE,
     )
+    from pytest_longctx.run_settings import Settings as Settings
     from pytest_longctx.session.defaults import Defaults as Defaults
     from pytest_longctx.session.defaults import samples_for as samples_for
-    from pytest_longctx.session.options import OptionDef as OptionDef
-    from pytest_longctx.session.options import Settings as Settings
+    from pytest_longctx.session.option_def import OptionDef as OptionDef
     from pytest_longctx.session.trial import Trial as Trial
     from pytest_longctx.templates import Template as Template
 

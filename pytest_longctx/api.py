@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import pytest
 
 if TYPE_CHECKING:
-    from pytest_longctx.session.options import OptionDef, Settings
+    from pytest_longctx.run_settings import Settings
+    from pytest_longctx.session.option_def import OptionDef
 
 T = TypeVar("T")
 
@@ -50,14 +51,14 @@ def add_options(parser: pytest.Parser, options: Sequence[OptionDef]) -> None:
 
     Each is ``--longctx-<noun>`` on the command line and ``longctx_<noun>`` in the ini file.
     """
-    from pytest_longctx.session.options import add_options as add
+    from pytest_longctx.session.option_group import register
 
-    add(parser, tuple(options))
+    register(parser, tuple(options))
 
 
 def option_value(config: pytest.Config, option: OptionDef) -> str | list[str] | None:
     """An experiment option as given: command line, else ini file, else its default (validate it yourself)."""
-    from pytest_longctx.session.options import raw_value
+    from pytest_longctx.session.option_group import raw_value
 
     return raw_value(config, option)
 
@@ -78,20 +79,20 @@ def resolve_options(config: pytest.Config, options: Sequence[OptionDef],
 
 def whole_number(option: OptionDef, value: str | None, low: int) -> int:
     """``value`` as a whole number >= ``low``; a one-line :class:`UsageError` naming the option otherwise."""
-    from pytest_longctx.session.options import _int
+    from pytest_longctx.session.option_def import parse_int
 
-    return _int(option, value, low)
+    return parse_int(option, value, low)
 
 
 def whole_numbers(option: OptionDef, value: str | None, low: int) -> tuple[int, ...]:
     """A comma-separated list of whole numbers >= ``low``, sorted, without duplicates (empty when not given)."""
-    from pytest_longctx.session.options import _int_list
+    from pytest_longctx.session.option_def import parse_ints
 
-    return _int_list(option, value, low)
+    return parse_ints(option, value, low)
 
 
 def true_or_false(option: OptionDef, value: str | None) -> bool:
     """``true/false/yes/no/on/off/1/0`` as a bool; a one-line :class:`UsageError` naming the option otherwise."""
-    from pytest_longctx.session.options import _bool
+    from pytest_longctx.session.option_def import parse_bool
 
-    return _bool(option, value)
+    return parse_bool(option, value)

@@ -62,9 +62,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(record: dict[str, Any], args: argparse.Namespace) -> RecordSettings:
+    from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, parse_alpha, parse_threshold
     from pytest_longctx.results.decision import unique
-    from pytest_longctx.results.effective import DEFAULT_THRESHOLD
-    from pytest_longctx.results.thresholds import DEFAULT_ALPHA, parse_alpha, parse_threshold
 
     ran = record.get("settings") or {}
     texts = args.threshold if args.threshold is not None else list(ran.get("thresholds") or [])
@@ -72,7 +71,7 @@ def _settings(record: dict[str, Any], args: argparse.Namespace) -> RecordSetting
     alpha = parse_alpha(str(args.alpha), flag="--alpha") if args.alpha is not None else float(
         ran.get("alpha", DEFAULT_ALPHA))
     return RecordSettings(thresholds, alpha, Path(args.compare) if args.compare else None, args.compare_partial,
-                          float(ran.get("effective_accuracy", DEFAULT_THRESHOLD)), int(ran.get("seed", 0)),
+                          float(ran.get("effective_accuracy", DEFAULT_EFFECTIVE_ACCURACY)), int(ran.get("seed", 0)),
                           int(ran.get("samples", 0)), bool(ran.get("samples_all", False)),
                           str(ran.get("protocol", "longctx")))
 

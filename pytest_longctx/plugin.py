@@ -12,7 +12,7 @@ import pytest
 from pytest_longctx.session.keys import CELL_SAMPLES_KEY, RUN_KEY, SETTINGS_KEY, SHARED_KEY, RunState, Shared
 
 if TYPE_CHECKING:
-    from pytest_longctx.session.options import Settings
+    from pytest_longctx.run_settings import Settings
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
@@ -31,7 +31,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     """Bare switches (``--longctx-plan``, anywhere on the command line) get their value before pytest parses."""
-    from pytest_longctx.session.options import settle_switches
+    from pytest_longctx.session.option_group import settle_switches
 
     settle_switches(early_config, parser, args)
 

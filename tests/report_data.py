@@ -16,10 +16,10 @@ from types import SimpleNamespace
 from typing import Any
 
 from pytest_longctx.backends.model_spec import parse_model_spec
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.evidence import by_experiment
-from pytest_longctx.results.thresholds import parse_threshold
-from pytest_longctx.session.options import Settings
+from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.run import build_record, decide
 
 PAYLOAD = "</script><script>document.title='PWNED'</script><img src=x onerror=\"document.title='PWNED'\"><!--"

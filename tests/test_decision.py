@@ -153,9 +153,9 @@ def _shape(name: str) -> Any:
 @pytest.mark.parametrize("shape", ["a compared run at 0%", "both runs at 100%", "an empty cell (every trial errored)",
                                    "one item"])
 def test_every_shape_of_record_gives_a_decision_table(shape: str) -> None:
+    from pytest_longctx.gate_spec import parse_threshold
     from pytest_longctx.reporting.decision import terminal_lines
     from pytest_longctx.reporting.decision_table import decision_html
-    from pytest_longctx.results.thresholds import parse_threshold
     from tests.test_decision_properties import DECLARED, Settings, record
 
     pair = _shape(shape)
@@ -175,10 +175,10 @@ def test_every_shape_of_record_gives_a_decision_table(shape: str) -> None:
 
 def test_a_summary_that_fails_costs_a_note_not_the_decision_table(monkeypatch: pytest.MonkeyPatch) -> None:
     import pytest_longctx.results.overview
+    from pytest_longctx.gate_spec import parse_threshold
     from pytest_longctx.reporting.decision import terminal_lines
     from pytest_longctx.reporting.decision_table import decision_html
     from pytest_longctx.results.decide import decide
-    from pytest_longctx.results.thresholds import parse_threshold
     from tests.test_decision_properties import DECLARED, Settings, record
 
     def broken(*args: Any, **kwargs: Any) -> Any:

@@ -29,12 +29,12 @@ from hypothesis import strategies as st
 
 from pytest_longctx.errors import UsageError
 from pytest_longctx.gate_command import main
+from pytest_longctx.gate_spec import Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
 from pytest_longctx.results.decision import GateResult
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
 from pytest_longctx.results.schema import record_problem
-from pytest_longctx.results.thresholds import Threshold, parse_threshold
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXPERIMENTS = ("qa", "lrt")

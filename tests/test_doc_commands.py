@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION
-from pytest_longctx.session.options import SWITCH_WORDS
+from pytest_longctx.session.option_def import SWITCH_WORDS
 from tests.doc_commands import PAGES, ROOT, Command, all_commands
 
 #: Each command once (the README and the pages repeat some), where it is first shown.

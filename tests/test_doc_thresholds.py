@@ -23,10 +23,10 @@ from pytest_longctx.experiments.litm.plugin import pytest_longctx_evidence as li
 from pytest_longctx.experiments.lrt.plugin import pytest_longctx_evidence as lrt_evidence
 from pytest_longctx.experiments.needle.plugin import pytest_longctx_evidence as needle_evidence
 from pytest_longctx.experiments.qa.plugin import pytest_longctx_evidence as qa_evidence
+from pytest_longctx.gate_spec import Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
 from pytest_longctx.results.evidence import assign_clusters, by_experiment
-from pytest_longctx.results.thresholds import Threshold, parse_threshold
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted([*(ROOT / "docs").glob("*.md"), ROOT / "README.md"])

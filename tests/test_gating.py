@@ -7,18 +7,12 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.gate_spec import Threshold, parse_alpha, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.compare import compare
 from pytest_longctx.results.evidence import LengthAxis
 from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.thresholds import (
-    GATE_ERROR_EXIT_CODE,
-    GATE_EXIT_CODE,
-    Threshold,
-    cell_verdict,
-    parse_alpha,
-    parse_threshold,
-)
+from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, cell_verdict
 
 
 def trial(experiment: str, sample: int, correct: bool | None, cluster: str | None = None, **params: Any

@@ -17,16 +17,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.gate_spec import KINDS, READINGS, Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.gate import GateInputs, evaluate
-from pytest_longctx.results.thresholds import (
-    GATE_ERROR_EXIT_CODE,
-    GATE_EXIT_CODE,
-    KINDS,
-    READINGS,
-    Threshold,
-    parse_threshold,
-)
+from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE
 
 EXPERIMENTS = ("qa", "lrt", "demo")
 SIZES = (1, 2, 3)

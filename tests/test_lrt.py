@@ -20,7 +20,7 @@ from pytest_longctx.experiments.lrt.files import (
 )
 from pytest_longctx.experiments.lrt.options import LrtOptions
 from pytest_longctx.experiments.lrt.prompts import lrt_request
-from pytest_longctx.session.options import Settings
+from pytest_longctx.run_settings import Settings
 
 LINE = re.compile(r"^line (\d+): REGISTER_CONTENT is <(\d+)>$")
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_longctx.session.options import GROUP
+from pytest_longctx.session.option_def import GROUP
 
 ROOT = Path(__file__).resolve().parent.parent
 FLAG = re.compile(r"--(?:no-)?longctx-[a-z0-9-]*[a-z0-9]")

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from pytest_longctx.experiments.docs.summary import folder_lines
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.reporting.decision import power_lines
 from pytest_longctx.results.eprocess import draw_drops, paired_p
 from pytest_longctx.results.evidence import Evidence
@@ -29,7 +30,6 @@ from pytest_longctx.results.power import (
     plan_power,
     unrelated,
 )
-from pytest_longctx.results.thresholds import parse_threshold
 from pytest_longctx.server.graded import Graded
 from tests.lrt_runs import LRT, ROOT, run_lrt
 

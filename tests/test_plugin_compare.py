@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.compare import compare, load_record
 from pytest_longctx.results.gate import GateInputs, evaluate
 from pytest_longctx.results.pairing import ERROR_HERE, ERROR_THERE, NO_CELL, NOT_ASKED, OTHER_ITEM, pair_runs
-from pytest_longctx.results.thresholds import parse_threshold
 
 
 def _trials(outcomes: str, experiment: str = "qa", items: list[str] | None = None, **params: Any

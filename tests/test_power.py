@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.results.clustered import paired_difference
 from pytest_longctx.results.evidence import Evidence
 from pytest_longctx.results.power import (
@@ -20,7 +21,6 @@ from pytest_longctx.results.power import (
     plan_power,
     samples_for,
 )
-from pytest_longctx.results.thresholds import parse_threshold
 
 
 def simulated_power(drop: float, items: int, per_item: int, rho: float, runs: int, seed: int,

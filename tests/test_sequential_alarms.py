@@ -19,7 +19,7 @@ import pytest
 
 from pytest_longctx.dispatch.settled import SettledAlarms, settled_path, unneeded, write_settled
 from pytest_longctx.dispatch.skips import AlarmsSettled
-from pytest_longctx.results.thresholds import parse_threshold
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.server.graded import Graded
 from tests.lrt_runs import run_lrt
 

@@ -14,7 +14,9 @@ import pytest
 
 from pytest_longctx.experiments.docs.options import OPTIONS as DOCS_OPTIONS
 from pytest_longctx.experiments.litm.plugin import _definitions as litm_definitions
-from pytest_longctx.session.options import OPTIONS, OptionDef, normalize_switches
+from pytest_longctx.session.option_def import OptionDef
+from pytest_longctx.session.option_group import normalize_switches
+from pytest_longctx.session.options import OPTIONS
 from tests.passkey_api import MODEL
 
 SWITCHES = [o for o in (*OPTIONS, *litm_definitions(), *DOCS_OPTIONS) if o.bare is not None]
@@ -63,7 +65,7 @@ shown = shown_with
 
 
 def test_every_registered_switch_has_its_test(pytestconfig: pytest.Config) -> None:
-    from pytest_longctx.session.options import switches
+    from pytest_longctx.session.option_group import switches
 
     registered = {flag for flag in switches(pytestconfig._parser) if not flag.startswith("--no-")}
     assert registered == {o.flag for o in SWITCHES}

@@ -41,7 +41,7 @@ from pytest_longctx.errors import UsageError
 from pytest_longctx.util.fsutil import atomic_write_text
 
 if TYPE_CHECKING:
-    from pytest_longctx.session.options import Settings
+    from pytest_longctx.run_settings import Settings
 
 #: Seconds between polls of the open batches ($LONGCTX_BATCH_POLL overrides).
 POLL_S = 30.0

@@ -43,7 +43,7 @@ from pytest_longctx.dispatch.prefetch import error_path, stopped_path, write_err
 from pytest_longctx.errors import UsageError
 
 if TYPE_CHECKING:
-    from pytest_longctx.session.options import Settings
+    from pytest_longctx.run_settings import Settings
 
 #: Round 1 holds 1 / FIRST_SHARE of the requests (whole sample groups); each later round doubles the share covered.
 FIRST_SHARE = 8

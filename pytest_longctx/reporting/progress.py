@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     import pytest
 
     from pytest_longctx.dispatch.ledger import Ledger
-    from pytest_longctx.session.options import Settings
+    from pytest_longctx.run_settings import Settings
 
 #: Seconds between progress lines in a log (not a terminal), and between redraws on a terminal.
 LOG_EVERY_S = 30.0

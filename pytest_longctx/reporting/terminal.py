@@ -11,7 +11,7 @@ from pytest_longctx.reporting.chance import LEGEND, cell_mark, chance_lines
 from pytest_longctx.results.thresholds import cell_verdict
 
 if TYPE_CHECKING:
-    from pytest_longctx.session.options import Settings
+    from pytest_longctx.run_settings import Settings
 
 
 def _params(params: dict[str, Any]) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.gate_spec import Threshold
 from pytest_longctx.results.baseline import baseline_problems, partial_note, refusal
 from pytest_longctx.results.compare import Comparison, compare
 from pytest_longctx.results.decision import GateResult, errored_trials, refused, with_sequential
@@ -19,7 +20,6 @@ from pytest_longctx.results.evidence import Evidence, assign_clusters
 from pytest_longctx.results.gate import GateInputs, decide_checks
 from pytest_longctx.results.pairing import cluster_disagreement
 from pytest_longctx.results.schema import load_record
-from pytest_longctx.results.thresholds import Threshold
 
 
 class DecideSettings(Protocol):

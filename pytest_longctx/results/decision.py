@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pytest_longctx.results.thresholds import DEFAULT_ALPHA, GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
+from pytest_longctx.gate_spec import DEFAULT_ALPHA
+from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
 
 EXIT_OK, EXIT_ERRORS, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2, 4
 STATUSES = ("pass", "fail", "error", "none")

@@ -32,8 +32,6 @@ from typing import Any
 
 from pytest_longctx.results.evidence import DEFAULT, Evidence, LengthAxis
 
-#: Accuracy a length must reach, by default: RULER's bar (Llama-2-7B's score at 4K tokens, 85.6%), rounded.
-DEFAULT_THRESHOLD = 0.85
 #: NoLiMa's relative bar: the share of the model's own shortest-length accuracy a length must keep.
 RELATIVE_SHARE = 0.85
 REPLICATES = 2000

@@ -1,6 +1,6 @@
 """The gate: every threshold checked on the evidence it pools, alarms corrected together, verdicts in words.
 
-See :mod:`pytest_longctx.results.thresholds` for the grammar and the readings. Each threshold yields one check (a
+See :mod:`pytest_longctx.gate_spec` for the grammar and the readings. Each threshold yields one check (a
 ``/each`` threshold: one per cell, under it); alarm checks' one-sided p-values are Holm-adjusted across the gate,
 so an unchanged model trips any of them at most ``alpha`` of the time.
 """
@@ -13,19 +13,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold
 from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
 from pytest_longctx.results.decision import GateResult, unique
-from pytest_longctx.results.effective import DEFAULT_THRESHOLD, effective_length
+from pytest_longctx.results.effective import effective_length
 from pytest_longctx.results.evidence import LengthAxis
 from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
-from pytest_longctx.results.thresholds import (
-    DEFAULT_ALPHA,
-    Threshold,
-    _cell_name,
-    describe_cells,
-)
+from pytest_longctx.results.thresholds import _cell_name, describe_cells
 from pytest_longctx.util.words import plural
 
 Cell = dict[str, Any]
@@ -42,7 +38,7 @@ class GateInputs:
     alpha: float = DEFAULT_ALPHA
     lengths: Mapping[str, LengthAxis] = field(default_factory=dict)
     units: Mapping[str, str] = field(default_factory=dict)
-    effective_accuracy: float = DEFAULT_THRESHOLD
+    effective_accuracy: float = DEFAULT_EFFECTIVE_ACCURACY
     seed: int = 0
     samples: int | None = None
     #: the compared run was accepted as partial (--longctx-compare-partial): every verdict says so

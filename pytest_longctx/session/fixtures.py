@@ -14,11 +14,11 @@ from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it
 from pytest_longctx.session.identity import condition_params as condition_params
 from pytest_longctx.session.identity import trial_identity
 from pytest_longctx.session.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
-from pytest_longctx.session.options import Settings
 from pytest_longctx.session.sequential_gate import settled_alarms
 from pytest_longctx.session.trial import Trial, trial_seed
 

@@ -15,7 +15,7 @@ from pytest_longctx.results.power import PlanEvidence
 
 if TYPE_CHECKING:
     from pytest_longctx.backends.model_spec import ModelSpec
-    from pytest_longctx.session.options import Settings  # noqa: F401 - named in StashKey["Settings"] below
+    from pytest_longctx.run_settings import Settings  # noqa: F401 - named in StashKey["Settings"] below
     from pytest_longctx.session.trial import Trial  # noqa: F401 - named in StashKey["Trial"] below
 
 

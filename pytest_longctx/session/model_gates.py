@@ -21,8 +21,8 @@ from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decision import GateResult, combine
 from pytest_longctx.results.evidence import Evidence
 from pytest_longctx.results.ranking import paired, rank
+from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.model_axis import slug
-from pytest_longctx.session.options import Settings
 
 #: Under the report dir: ``models/<slug>/longctx.json``, one record per model (with its own history).
 MODELS_DIR = "models"

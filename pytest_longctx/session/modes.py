@@ -12,7 +12,7 @@ import os
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering
 from pytest_longctx.errors import UsageError
-from pytest_longctx.session.options import Settings
+from pytest_longctx.run_settings import Settings
 from pytest_longctx.util.fsutil import folder_problem
 
 #: Trials per condition cell; more would only exhaust memory at collection (every trial is a test item).

@@ -1,44 +1,30 @@
-"""Command-line and ini options, resolved once (CLI > ini > default) into frozen Settings.
+"""The core's options (``--longctx-<noun>`` / ini ``longctx_<noun>``), resolved once (CLI > ini > default) into
+the run's frozen :class:`~pytest_longctx.run_settings.Settings`.
 
-Every option is ``--longctx-<noun>`` on the command line and ``longctx_<noun>`` in the ini file.
-Values are validated here, so a bad value is a one-line usage error at start-up.
-
-A switch (``OptionDef.bare``) works like pytest's own flags: ``--longctx-plan`` alone, anywhere on the command
-line, means ``--longctx-plan=true``; ``--longctx-plan=false`` and ``--longctx-plan false`` still work (the word
-after a bare switch is its value only when it is one of :data:`SWITCH_WORDS`, so ``pytest --longctx-plan evals``
-plans ``evals``); switches that are on by default also have a ``--no-longctx-<noun>`` form.
+Values are validated here, so a bad value is a one-line usage error at start-up; the first bad value, in the order
+:func:`resolve` reads them, is the one reported. Registering options and bare switches: ``option_group.py``.
 """
 
 from __future__ import annotations
 
-import copy
 import os
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, NamedTuple
 
 import pytest
 
-from pytest_longctx.backends import Price
 from pytest_longctx.backends.model_spec import ModelSpec, parse_model_spec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
-from pytest_longctx.results.effective import DEFAULT_THRESHOLD
-from pytest_longctx.results.thresholds import DEFAULT_ALPHA, Threshold, parse_alpha, parse_threshold
-from pytest_longctx.session.option_def import OptionDef as OptionDef  # re-exported: the options table
+from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, parse_alpha, parse_threshold
+from pytest_longctx.run_settings import Settings
+from pytest_longctx.session.option_def import FALSE_WORDS, TRUE_WORDS, OptionDef, parse_bool, parse_int
+from pytest_longctx.session.option_group import raw_value, register
 
 DEFAULT_MODEL = "local/smollm2-135m"
 CACHE_MODES = ("on", "off", "replay", "refresh")
-TRUE_WORDS = ("1", "true", "yes", "on")
-FALSE_WORDS = ("0", "false", "no", "off", "none")
-#: The words a bare switch takes as its value when they follow it (``--longctx-plan false``; ``auto`` for switches
-#: such as --longctx-docs-judge); any other word after it (a path) is not its value.
-SWITCH_WORDS = (*TRUE_WORDS, *FALSE_WORDS, "auto")
-
-
-
 
 OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("model", DEFAULT_MODEL, "model under test as provider/name, e.g. fake/perfect, local/smollm2-135m, "
@@ -57,8 +43,8 @@ OPTIONS: tuple[OptionDef, ...] = (
     OptionDef("alpha", str(DEFAULT_ALPHA), "the gate's false-alarm rate: its alarm checks together fail an "
               "unchanged model at most this often (one-sided tests, Holm across them); 'shown' checks use 1 - alpha "
               f"bounds (default: {DEFAULT_ALPHA})"),
-    OptionDef("effective-accuracy", str(DEFAULT_THRESHOLD), "accuracy a context length must reach to count toward "
-              f"the effective context length (default: {DEFAULT_THRESHOLD}, RULER's bar)"),
+    OptionDef("effective-accuracy", str(DEFAULT_EFFECTIVE_ACCURACY), "accuracy a context length must reach to count "
+              f"toward the effective context length (default: {DEFAULT_EFFECTIVE_ACCURACY}, RULER's bar)"),
     OptionDef("detect", None, "with --longctx-plan: also print the samples and the cost needed to detect a drop "
               "of this size (e.g. 0.03) with power 0.8 (default: none)"),
     OptionDef("sequential", "false", "with --longctx-compare and max-drop alarm thresholds: run sample by sample "
@@ -104,229 +90,9 @@ OPTIONS: tuple[OptionDef, ...] = (
 )
 
 
-@dataclass(frozen=True)
-class Settings:
-    """The resolved options of one run."""
-
-    model: ModelSpec
-    seed: int
-    samples: int
-    report_dir: Path
-    thresholds: tuple[Threshold, ...]
-    compare: Path | None
-    cache: str
-    cache_dir: Path
-    max_concurrency: int
-    context_window: int
-    data_dir: str | None
-    judge: ModelSpec
-    plan: bool
-    plan_out: Path | None = None
-    prefetch: str = "auto"
-    batch: bool = False
-    exact_tokens: bool = False
-    protocol: str = "longctx"
-    #: --longctx-samples all: every eligible item in every cell (``samples`` then holds the profile's default)
-    samples_all: bool = False
-    #: --longctx-samples (or its ini) was given as a number; otherwise experiments may use their source's count
-    samples_given: bool = False
-    #: --longctx-prompt-cache as given (on/off/auto) and what it resolved to for the model under test
-    prompt_cache_mode: str = "auto"
-    prompt_cache: bool = False
-    #: --longctx-gc-freeze: freeze the heap after start-up and after collection (``session/heap.py``)
-    gc_freeze: bool = True
-    #: the gate's family-wise false-alarm rate, the effective length's accuracy bar, the plan's drop to detect
-    alpha: float = DEFAULT_ALPHA
-    effective_accuracy: float = DEFAULT_THRESHOLD
-    detect: float | None = None
-    rootdir: Path = field(default=Path("."))
-    #: every --longctx-model in the order given (``model`` is the reference among them); one entry for one model
-    models: tuple[ModelSpec, ...] = ()
-
-    @property
-    def several(self) -> bool:
-        """Whether this run compares several models (``--longctx-model`` given more than once)."""
-        return len(self.models) > 1
-    #: --longctx-compare-partial: a partial compared run is accepted (and said in every verdict), not refused
-    compare_partial: bool = False
-    #: --longctx-sequential and --longctx-budget (``session/sequential_gate.py``)
-    sequential: bool = False
-    budget: float | None = None
-    #: --longctx-sequential-stop: "alarm" (per-alarm stops) or "run" (the whole run only)
-    sequential_stop: str = "alarm"
-    #: --longctx-prices: overrides of genai-prices' list prices (``backends/prices.py``)
-    prices: tuple[Price, ...] = ()
-
-    def price(self, spec: ModelSpec) -> Price | None:
-        """``spec``'s price: an override, else its profile's (genai-prices; free for models that run here); None:
-        price unknown."""
-        return next((p for p in self.prices if p.model == spec.spec), None) or spec.profile.price
-
-    def to_json(self) -> dict[str, object]:
-        return {
-            "model": self.model.spec,
-            "provider": self.model.provider,
-            "seed": self.seed,
-            "samples": self.samples,
-            "cache": self.cache,
-            "max_concurrency": self.max_concurrency,
-            "context_window": self.context_window,
-            "thresholds": [t.text for t in self.thresholds],
-            "compare": str(self.compare) if self.compare else None,
-            "compare_partial": self.compare_partial,
-            "judge": self.judge.spec,
-            "plan": self.plan,
-            "prefetch": self.prefetch,
-            "batch": self.batch,
-            "exact_tokens": self.exact_tokens,
-            "protocol": self.protocol,
-            "samples_all": self.samples_all,
-            "prompt_cache": self.prompt_cache,
-            "prompt_cache_mode": self.prompt_cache_mode,
-            "alpha": self.alpha,
-            "effective_accuracy": self.effective_accuracy,
-            **({"models": [m.spec for m in self.models]} if self.several else {}),
-            "sequential": self.sequential,
-            "budget": self.budget,
-            **({"prices": [p.to_json() for p in self.prices]} if self.prices else {}),
-            **({"sequential_stop": self.sequential_stop} if self.sequential else {}),
-        }
-
-
-GROUP = "longctx"
-
-
-def add_options(parser: pytest.Parser, options: tuple[OptionDef, ...] = OPTIONS) -> None:
-    """Register ``options`` (default: the core's) in the ``longctx`` option group, with their ini twins.
-
-    A switch takes an optional value (``nargs="?"``, ``const`` its bare value); :func:`settle_switches` makes
-    sure the word after a bare one is taken as its value only when it is one of :data:`SWITCH_WORDS`.
-    """
-    group = parser.getgroup(GROUP, "pytest-longctx: long-context LLM evaluation")
-    for opt in options:
-        text = opt.help.replace("%(default)s", str(opt.default))
-        metavar = opt.noun.upper().replace("-", "_")
-        if opt.bare is not None:
-            group.addoption(opt.flag, action="store", nargs="?", const=opt.bare, dest=opt.dest, default=None,
-                            metavar=metavar, help=text)
-            if opt.negated is not None:
-                group.addoption(opt.negated_flag, action="store_const", const=opt.negated, dest=opt.dest,
-                                default=None, help=f"the same as {opt.flag}={opt.negated}")
-        else:
-            group.addoption(opt.flag, action="append" if opt.is_list else "store", dest=opt.dest, default=None,
-                            metavar=metavar, help=text)
-        ini_type: Literal["linelist", "string"] = "linelist" if opt.is_list else "string"
-        parser.addini(opt.dest, help=text, type=ini_type, default=[] if opt.is_list else None)
-
-
-def switches(parser: pytest.Parser) -> dict[str, tuple[str, str]]:
-    """The switches registered in the ``longctx`` group (the core's and every experiment's): flag -> (dest,
-    bare value)."""
-    found = {}
-    for option in parser.getgroup(GROUP).options:
-        attrs = option.attrs()
-        if attrs.get("nargs") == "?" and isinstance(attrs.get("const"), str):
-            found.update({name: (str(attrs["dest"]), str(attrs["const"])) for name in option.names()})
-    return found
-
-
-def normalize_switches(args: Sequence[str], bare: Mapping[str, str], here: Path | None = None) -> list[str]:
-    """``args`` with every bare switch given its value explicitly: ``--longctx-plan evals`` becomes
-    ``--longctx-plan=true evals``, ``--longctx-plan false`` becomes ``--longctx-plan=false`` (``bare``: flag ->
-    the value of the bare flag). Nothing after ``--`` is touched.
-
-    With ``here`` (the folder pytest resolves paths from), a word after a bare switch that is neither one of
-    :data:`SWITCH_WORDS`, nor an option, nor an existing file or folder (``--longctx-plan maybe``) is a
-    :class:`UsageError` naming the switch, instead of a test path pytest reports missing after the run.
-    """
-    out: list[str] = []
-    pyargs = "--pyargs" in args  # then a word may name a package, not a path
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == "--":
-            out.extend(args[i:])
-            break
-        if arg in bare:
-            follows = args[i + 1] if i + 1 < len(args) else None
-            taken = follows is not None and follows.strip().lower() in SWITCH_WORDS
-            if follows is not None and not taken and here is not None and not pyargs:
-                _check_path_after(arg, follows, here)
-            out.append(f"{arg}={follows if taken else bare[arg]}")
-            i += 2 if taken else 1
-            continue
-        out.append(arg)
-        i += 1
-    return out
-
-
-def _check_path_after(flag: str, word: str, here: Path) -> None:
-    """``word`` follows the bare switch ``flag`` and is not its value: it must be an option or a test path."""
-    if word.startswith("-") or (here / word.split("::")[0]).exists():
-        return
-    raise UsageError(f"{flag}: {word!r} is neither a value of it (such as true or false) nor a file or folder; "
-                     f"write {flag}=VALUE, or pass a path that exists")
-
-
-def settle_switches(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
-    """``pytest_load_initial_conftests``: rewrite ``args`` in place with :func:`normalize_switches`, before pytest
-    parses them for good; the early parse (already done, which took a path after a bare switch for its value) is
-    redone for the paths and the switches, so the initial conftests are looked up where the user pointed."""
-    found = switches(parser)
-    try:
-        settled = normalize_switches(args, {flag: value for flag, (_, value) in found.items()},
-                                     Path(early_config.invocation_params.dir))
-    except UsageError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    if settled == list(args):
-        return
-    args[:] = settled
-    fresh = parser.parse_known_args(args, namespace=copy.copy(early_config.option))
-    known = early_config.known_args_namespace
-    for dest in {"file_or_dir", *(dest for dest, _ in found.values())}:
-        setattr(known, dest, getattr(fresh, dest))
-
-
-def raw_value(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
-    """The option's value as given: command line, else ini file, else its default (not validated)."""
-    return _raw(config, opt)
-
-
-def _raw(config: pytest.Config, opt: OptionDef) -> str | list[str] | None:
-    cli = config.getoption(opt.dest)
-    if cli is not None:
-        return list(cli) if opt.is_list else str(cli)
-    ini = config.getini(opt.dest)
-    if opt.is_list:
-        return list(ini or [])
-    return str(ini) if ini not in (None, "") else opt.default
-
-
-def _int(opt: OptionDef, value: str | None, low: int) -> int:
-    try:
-        number = int(str(value))
-    except ValueError:
-        raise UsageError(f"{opt.flag}: expected a whole number, got {value!r}") from None
-    if number < low:
-        raise UsageError(f"{opt.flag}: must be >= {low}, got {number}")
-    return number
-
-
-def _int_list(opt: OptionDef, value: str | None, low: int) -> tuple[int, ...]:
-    """A comma-separated list of whole numbers >= low, sorted and without duplicates (empty: none given)."""
-    if value is None or not str(value).strip():
-        return ()
-    parts = [p.strip().replace("_", "") for p in str(value).split(",") if p.strip()]
-    return tuple(sorted({_int(opt, p, low) for p in parts}))
-
-
-def _bool(opt: OptionDef, value: str | None) -> bool:
-    text = str(value).strip().lower()
-    if text in TRUE_WORDS:
-        return True
-    if text in (*FALSE_WORDS, ""):
-        return False
-    raise UsageError(f"{opt.flag}: expected true or false, got {value!r}")
+def add_options(parser: pytest.Parser) -> None:
+    """Register the core's options in the ``longctx`` option group, with their ini twins."""
+    register(parser, OPTIONS)
 
 
 def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_tokens: bool, cache: str) -> None:
@@ -350,18 +116,18 @@ def check_provider_modes(model: ModelSpec, *, prefetch: str, batch: bool, exact_
 
 def resolve(config: pytest.Config) -> Settings:
     """Read every option once; raise UsageError (one line) on the first bad value."""
-    raw: dict[str, Any] = {opt.noun: _raw(config, opt) for opt in OPTIONS}
+    raw: dict[str, Any] = {opt.noun: raw_value(config, opt) for opt in OPTIONS}
     by = {opt.noun: opt for opt in OPTIONS}
     from pytest_longctx.session.model_axis import resolve_models
 
     models, model = resolve_models(config, by["model"], by["reference"])
     judge = parse_model_spec(str(raw["judge"]), flag=by["judge"].flag) if raw["judge"] else model
     samples_all = str(raw["samples"]).strip().lower() == "all"
-    samples = (_int(by["samples"], raw["samples"], 1) if raw["samples"] is not None and not samples_all
+    samples = (parse_int(by["samples"], raw["samples"], 1) if raw["samples"] is not None and not samples_all
                else model.profile.default_samples)
     from pytest_longctx.session.money import check_money
 
-    window_given = (_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
+    window_given = (parse_int(by["context-window"], raw["context-window"], 256) if raw["context-window"] is not None
                     else None)
     budget = _dollars(by["budget"], raw["budget"])
     prices, window = check_money(raw, by, models, model, judge, window_given, budget)
@@ -373,19 +139,53 @@ def resolve(config: pytest.Config) -> Settings:
     # the same check twice (or spelled two ways) is one alarm: Holm, the sequential gate and the plan count it once
     thresholds = unique(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))
     _check_needs(config, raw, by)
+    compare = _compare(by["compare"], raw["compare"])
+    modes = _request_modes(raw, by, models, model, cache)
     rootdir = Path(str(config.rootpath))
-    compare = Path(str(raw["compare"])) if raw["compare"] else None
-    if compare is not None and not compare.is_file():
-        what = "is a folder" if compare.is_dir() else "not found"
-        raise UsageError(f"{by['compare'].flag}: {compare} {what}; pass an earlier run's longctx.json")
+    return Settings(
+        model=model, models=models, judge=judge, seed=parse_int(by["seed"], raw["seed"], 0),
+        samples=samples, samples_all=samples_all, samples_given=raw["samples"] is not None and not samples_all,
+        report_dir=_under(rootdir, str(raw["report-dir"])), thresholds=thresholds, compare=compare, cache=cache,
+        cache_dir=_under(rootdir, str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache"))),
+        max_concurrency=parse_int(by["max-concurrency"], raw["max-concurrency"], 1), context_window=window,
+        data_dir=str(raw["data-dir"]) if raw["data-dir"] else None,
+        plan=parse_bool(by["plan"], raw["plan"]), plan_out=Path(str(raw["plan-out"])) if raw["plan-out"] else None,
+        prefetch=modes.prefetch, batch=modes.batch, exact_tokens=modes.exact_tokens, protocol=modes.protocol,
+        prompt_cache_mode=modes.prompt_cache_mode, prompt_cache=modes.prompt_cache,
+        gc_freeze=parse_bool(by["gc-freeze"], raw["gc-freeze"]),
+        alpha=parse_alpha(str(raw["alpha"]), flag=by["alpha"].flag),
+        effective_accuracy=_rate(by["effective-accuracy"], raw["effective-accuracy"], "e.g. 0.85"),
+        detect=_rate(by["detect"], raw["detect"], "a drop such as 0.03") if raw["detect"] is not None else None,
+        rootdir=rootdir, compare_partial=parse_bool(by["compare-partial"], raw["compare-partial"]),
+        sequential=parse_bool(by["sequential"], raw["sequential"]), budget=budget,
+        sequential_stop=_sequential_stop(by["sequential-stop"], raw["sequential-stop"]), prices=tuple(prices.values()),
+    )
+
+
+class RequestModes(NamedTuple):
+    """How the run's requests are built and sent: --longctx-protocol, -prefetch, -batch, -exact-tokens and
+    -prompt-cache (as given, and what it resolved to for the model under test)."""
+
+    protocol: str
+    prefetch: str
+    batch: bool
+    exact_tokens: bool
+    prompt_cache_mode: str
+    prompt_cache: bool
+
+
+def _request_modes(raw: Mapping[str, Any], by: Mapping[str, OptionDef], models: tuple[ModelSpec, ...],
+                   model: ModelSpec, cache: str) -> RequestModes:
+    """The request modes, each checked against every model's provider and against ``cache`` (``model``: the one
+    under test, whose provider decides what --longctx-prompt-cache auto means)."""
     protocol = str(raw["protocol"])
     if protocol not in ("source", "longctx"):
         raise UsageError(f"{by['protocol'].flag}: expected source or longctx, got {protocol!r}")
     prefetch = str(raw["prefetch"]).strip().lower()
     if prefetch not in ("auto", "on", "off"):
         raise UsageError(f"{by['prefetch'].flag}: expected auto, on or off, got {prefetch!r}")
-    batch = _bool(by["batch"], raw["batch"])
-    exact_tokens = _bool(by["exact-tokens"], raw["exact-tokens"])
+    batch = parse_bool(by["batch"], raw["batch"])
+    exact_tokens = parse_bool(by["exact-tokens"], raw["exact-tokens"])
     prompt_cache_mode = str(raw["prompt-cache"]).strip().lower()
     if prompt_cache_mode not in ("on", "off", "auto"):
         raise UsageError(f"{by['prompt-cache'].flag}: expected on, off or auto, got {raw['prompt-cache']!r}")
@@ -396,43 +196,23 @@ def resolve(config: pytest.Config) -> Settings:
     check_several_modes(models, prefetch=prefetch, batch=batch)
     if batch and cache == "off":
         raise UsageError(f"{by['batch'].flag}: batch results are delivered through the cache; drop --longctx-cache off")
-    report_dir = Path(str(raw["report-dir"]))
-    cache_dir = Path(str(raw["cache-dir"] or os.environ.get("LONGCTX_CACHE_DIR", ".longctx-cache")))
-    return Settings(
-        model=model,
-        seed=_int(by["seed"], raw["seed"], 0),
-        samples=samples,
-        report_dir=report_dir if report_dir.is_absolute() else rootdir / report_dir,
-        thresholds=thresholds,
-        compare=compare,
-        cache=cache,
-        cache_dir=cache_dir if cache_dir.is_absolute() else rootdir / cache_dir,
-        max_concurrency=_int(by["max-concurrency"], raw["max-concurrency"], 1),
-        context_window=window,
-        data_dir=str(raw["data-dir"]) if raw["data-dir"] else None,
-        judge=judge,
-        plan=_bool(by["plan"], raw["plan"]),
-        plan_out=Path(str(raw["plan-out"])) if raw["plan-out"] else None,
-        prefetch=prefetch,
-        batch=batch,
-        exact_tokens=exact_tokens,
-        protocol=protocol,
-        samples_all=samples_all,
-        samples_given=raw["samples"] is not None and not samples_all,
-        prompt_cache_mode=prompt_cache_mode,
-        prompt_cache=prompt_cache_mode == "on" or (prompt_cache_mode == "auto" and caches_prompts(model.provider)),
-        gc_freeze=_bool(by["gc-freeze"], raw["gc-freeze"]),
-        alpha=parse_alpha(str(raw["alpha"]), flag=by["alpha"].flag),
-        effective_accuracy=_rate(by["effective-accuracy"], raw["effective-accuracy"], "e.g. 0.85"),
-        detect=_rate(by["detect"], raw["detect"], "a drop such as 0.03") if raw["detect"] is not None else None,
-        rootdir=rootdir,
-        models=models,
-        compare_partial=_bool(by["compare-partial"], raw["compare-partial"]),
-        sequential=_bool(by["sequential"], raw["sequential"]),
-        budget=budget,
-        sequential_stop=_sequential_stop(by["sequential-stop"], raw["sequential-stop"]),
-        prices=tuple(prices.values()),
-    )
+    prompt_cache = prompt_cache_mode == "on" or (prompt_cache_mode == "auto" and caches_prompts(model.provider))
+    return RequestModes(protocol, prefetch, batch, exact_tokens, prompt_cache_mode, prompt_cache)
+
+
+def _compare(opt: OptionDef, value: str | None) -> Path | None:
+    """--longctx-compare: an earlier run's longctx.json that exists, or None."""
+    compare = Path(str(value)) if value else None
+    if compare is not None and not compare.is_file():
+        what = "is a folder" if compare.is_dir() else "not found"
+        raise UsageError(f"{opt.flag}: {compare} {what}; pass an earlier run's longctx.json")
+    return compare
+
+
+def _under(rootdir: Path, value: str) -> Path:
+    """A folder option's path: as given when absolute, else under the rootdir."""
+    path = Path(value)
+    return path if path.is_absolute() else rootdir / path
 
 
 #: Options that mean something only with another: (option, the one it needs, what it needs of it).

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.session.options import SWITCH_WORDS
+from pytest_longctx.session.option_def import SWITCH_WORDS
 
 #: Options of the parent run that the child plan run must not inherit.
 _DROP_WITH_VALUE = ("-n", "--numprocesses", "--dist", "--maxprocesses", "--tx", "--rsyncdir", "--max-worker-restart",

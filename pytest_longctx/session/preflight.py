@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.session.options import Settings
+from pytest_longctx.run_settings import Settings
 
 
 def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 
-from pytest_longctx import __version__
 from pytest_longctx.backends import model_note
 from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.decide import DecideSettings as DecideSettings  # re-exported: what decide reads
@@ -19,8 +18,9 @@ from pytest_longctx.results.decide import decide
 from pytest_longctx.results.decision import GateResult
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
 from pytest_longctx.results.schema import SCHEMA, SCHEMA_VERSION
+from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY
-from pytest_longctx.session.options import Settings
+from pytest_longctx.version import __version__
 
 
 def git_commit(root: Path) -> str | None:

@@ -28,8 +28,8 @@ import pytest
 
 from pytest_longctx.errors import UsageError
 from pytest_longctx.results.eprocess import DEFAULT_DETECT, AlarmSequence, levels, split
+from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
-from pytest_longctx.session.options import Settings
 
 
 @dataclass
