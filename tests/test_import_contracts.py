@@ -4,6 +4,7 @@ experiment's package, and every public name resolves."""
 from __future__ import annotations
 
 import ast
+import importlib
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,25 @@ def test_import_linter_contracts_are_kept() -> None:
     out = subprocess.run([exe, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "0 broken" in out.stdout and " BROKEN" not in out.stdout, out.stdout
+
+
+def test_the_contracts_count_type_checking_imports() -> None:
+    """An import under ``if TYPE_CHECKING:`` is an arrow too: excluding them hid four that ran back up."""
+    import tomllib
+
+    linter = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    assert linter.get("exclude_type_checking_imports", False) is False
+
+
+def test_no_public_name_is_shadowed_by_a_module() -> None:
+    """A module ``pytest_longctx/<name>.py`` would replace the public ``pytest_longctx.<name>`` once imported
+    (a submodule becomes the package's attribute, so the lazy loader is never asked)."""
+    package = ROOT / "pytest_longctx"
+    shadowed = [n for n in pytest_longctx.__all__ if (package / f"{n}.py").exists() or (package / n).is_dir()]
+    assert shadowed == []
+    importlib.import_module("pytest_longctx.run_settings")  # the module the Settings type lives in, first
+
+    assert callable(pytest_longctx.settings) and pytest_longctx.settings.__module__ == "pytest_longctx.api"
 
 
 def _imports(path: Path) -> list[str]:
