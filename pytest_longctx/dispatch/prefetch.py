@@ -26,7 +26,7 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.lanes import POLL_S, Inside, LaneQueue
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle, watching
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.skips import RunStopped
 from pytest_longctx.errors import BackendError, FatalBackendError
@@ -358,7 +358,12 @@ class Dispatcher:
             return
         self._started += 1
         try:
-            completion = await self.backend.complete(request)
+            with watching(self.ledger, ticket):  # each attempt the API sees is counted (retries too)
+                completion = await self.backend.complete(request)
+        except BudgetRefused as exc:  # a retry the budget no longer covers: a budget stop like a refused request
+            self.refused = str(exc)
+            self.cancel(self.refused, drain=True)
+            return
         except FatalBackendError as exc:
             self._release(ticket, failed=True)
             self._fatal = str(exc)
