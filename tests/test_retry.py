@@ -96,7 +96,7 @@ def test_the_openai_dialect_answers_like_an_openai_server() -> None:
 
 
 def test_the_watch_hears_of_each_failed_attempt_and_each_retry_before_it_goes_out() -> None:
-    from pytest_longctx.backends.retry import WATCH
+    from pytest_longctx.backends.retry import ATTEMPT_WATCH
 
     heard: list[str] = []
 
@@ -121,7 +121,7 @@ def test_the_watch_hears_of_each_failed_attempt_and_each_retry_before_it_goes_ou
         return Verdict("retry", str(exc), billing=str(exc))
 
     async def go() -> None:
-        token = WATCH.set(Watch())
+        token = ATTEMPT_WATCH.set(Watch())
         try:
             assert await retrier.run(attempt, retry) == "answer"
             with pytest.raises(RuntimeError, match="refused"):  # the watch refused the third retry: nothing sent
@@ -129,7 +129,7 @@ def test_the_watch_hears_of_each_failed_attempt_and_each_retry_before_it_goes_ou
             with pytest.raises(BackendError):  # a failure no retry fixes: the last attempt
                 await retrier.run(attempt, lambda exc: Verdict("fail", str(exc)))
         finally:
-            WATCH.reset(token)
+            ATTEMPT_WATCH.reset(token)
 
     asyncio.run(go())
     assert heard == ["none", "again", "unknown", "again", "unsent", "again", "none!"]

@@ -11,9 +11,9 @@ in a row with no answer in between, the endpoint is declared unreachable and eve
 at once without sending.
 
 Every attempt is a request the API sees (the SDK's own retries are off), so whoever pays for them hears of each:
-the dispatch layer sets :data:`WATCH` (an :class:`AttemptWatch`) around ``Backend.complete``, and the loop tells it
-of each failed attempt (with what the API may bill for it, :attr:`Verdict.billing`) and of each retry before it
-goes out (the watch may refuse it by raising: the run's ledger does when a budget cannot cover it).
+the dispatch layer sets :data:`ATTEMPT_WATCH` (an :class:`AttemptWatch`) around ``Backend.complete``, and the loop
+tells it of each failed attempt (with what the API may bill for it, :attr:`Verdict.billing`) and of each retry before
+it goes out (the watch may refuse it by raising: the run's ledger does when a budget cannot cover it).
 """
 
 from __future__ import annotations
@@ -142,7 +142,7 @@ class AttemptWatch(Protocol):
 
 #: The watch of the request being sent in this task (asyncio tasks and threads each see their own; None: nobody
 #: counts attempts). A ``ContextVar``, not state: each caller sets it around one ``complete`` and resets it.
-WATCH: ContextVar[AttemptWatch | None] = ContextVar("longctx_attempt_watch", default=None)
+ATTEMPT_WATCH: ContextVar[AttemptWatch | None] = ContextVar("longctx_attempt_watch", default=None)
 
 
 class Retrier:
@@ -174,7 +174,7 @@ class Retrier:
                   sleep: Callable[[float], Awaitable[object]] = asyncio.sleep, limited: bool = True) -> T:
         """Call ``attempt`` until it returns, retrying failures ``judge`` calls transient."""
         limit = self.limit if limited else None
-        watch = WATCH.get() if limited else None  # blocking calls (token counts, batch API calls) are not attempts
+        watch = ATTEMPT_WATCH.get() if limited else None  # blocking calls (token counts, batch calls): not attempts
         last: Verdict | None = None
         for number in range(max(1, self.policy.attempts)):
             if self.fatal is not None:  # an earlier call hit an error no retry can fix: send nothing more

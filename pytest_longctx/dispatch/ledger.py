@@ -35,10 +35,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.backends import Price
+from pytest_longctx.backends import ATTEMPT_WATCH, Price, Verdict
 from pytest_longctx.backends.base import Completion
 from pytest_longctx.backends.prompt_cache import billed_input
-from pytest_longctx.backends.retry import WATCH, Verdict
 from pytest_longctx.util.fsutil import atomic_write_text
 
 #: Per model: what was sent, answered, failed and refused, the tokens the API reported, and dollars.
@@ -313,8 +312,8 @@ def watching(ledger: Ledger | None, ticket: object) -> Iterator[None]:
     if ledger is None or not isinstance(ticket, Ticket):
         yield
         return
-    token = WATCH.set(Attempts(ledger, ticket))
+    token = ATTEMPT_WATCH.set(Attempts(ledger, ticket))
     try:
         yield
     finally:
-        WATCH.reset(token)
+        ATTEMPT_WATCH.reset(token)

@@ -281,8 +281,8 @@ class Dispatcher:
     def cancel(self, reason: str, *, drain: bool = True) -> None:
         """Stop, from any thread (a signal handler too): no request starts after this. ``drain`` (a budget or a
         gate stop, a first Ctrl-C): those in flight are answered and stored first (they are paid for; the record
-        counts what they cost); else (SIGTERM, a second Ctrl-C, -x, a fatal error) they are abandoned, counted in the ledger as
-        abandoned at their estimate. Answers already received are in the cache. :meth:`join` then returns
+        counts what they cost); else (SIGTERM, a second Ctrl-C, -x, a fatal error) they are abandoned, counted in
+        the ledger as abandoned at their estimate. Answers already received are in the cache. :meth:`join` then returns
         promptly (after ``drain``, once those in flight are answered)."""
         with self._lock:
             self.cancelled = self.cancelled or reason
