@@ -62,3 +62,17 @@ def test_a_budget_holds_against_what_the_server_billed_under_faults(runner: Any,
     assert usage["budget"]["spent_usd"] == pytest.approx(usage["usd"] + usage["abandoned_usd"])
     outcomes = [t["outcome"] for t in run.record["trials"]]
     assert outcomes and set(outcomes) == {"correct"} and len(outcomes) == usage["answered"]
+
+
+def test_a_batch_whose_create_answer_was_lost_is_not_created_again(runner: Any, api: Any,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retrying the create would have the server make (and bill) the batch twice: the run stops with one line."""
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
+    srv = api(batch_delay=0.0, faults=FaultPlan(sequence=("malformed",), endpoints=("batches.create",)))
+    run = runner.run("--longctx-samples", "10", *PRICES, "--longctx-batch", model=MODEL, cache=True)
+    stats = srv.stats
+    assert stats.batch_requests == [20] and stats.endpoints["batches.create"] == 1  # created once, never again
+    out = run.result.stdout.str() + run.result.stderr.str()
+    assert run.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in out, out
+    assert ("the answer to creating a batch was lost (JSONDecodeError: " in out
+            and "the API may have created it, so it is not sent again (list your batches to find it)" in out)
