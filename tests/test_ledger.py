@@ -83,3 +83,46 @@ def test_processes_and_threads_share_one_budget_and_never_pass_it(tmp_path: Path
     assert entry["requests"] == entry["answered"] == 20 + sum(sent) and sum(sent) > 0
     assert spent(state) <= 2.0 and entry["usd"] == pytest.approx(entry["answered"] * 0.06)
     assert entry["refused"] == 3 and state["in_flight"] == {}  # each thread refused once, then stopped
+
+
+def test_each_attempt_is_a_request_and_a_lost_answer_stays_spent(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path / "run.ledger", 1.0, {MODEL: PRICE})
+    ticket = ledger.reserve(MODEL, 300, 16)  # $0.332
+    ledger.attempt_failed(ticket, "none", last=False)  # a 429: an error answer, billed nothing
+    ledger.attempt_again(ticket)
+    ledger.attempt_failed(ticket, "unsent", last=False)  # connection refused: the API never saw it
+    ledger.attempt_again(ticket)
+    ledger.attempt_failed(ticket, "unknown", last=False)  # a dropped connection: the API may have billed it
+    assert spent(ledger.read()) == pytest.approx(2 * 0.332)  # its estimate spent, the reservation still held
+    ledger.attempt_again(ticket)
+    ledger.settle(ticket, 250, 4)
+    usage = as_usage(totals(ledger.read()))
+    assert (usage["calls"], usage["answered"], usage["failed"], usage["unread"]) == (3, 1, 2, 1)
+    assert usage["usd"] == pytest.approx(0.258) and usage["abandoned_usd"] == pytest.approx(0.332)
+    ledger.release(ticket)  # ended already: nothing more counted
+    assert as_usage(totals(ledger.read()))["failed"] == 2
+
+
+def test_a_retry_the_budget_no_longer_covers_is_refused_and_ends_the_request(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path / "run.ledger", 0.5, {MODEL: PRICE})
+    ticket = ledger.reserve(MODEL, 300, 16)  # $0.332 of $0.50
+    ledger.attempt_failed(ticket, "none", last=False)
+    ledger.attempt_again(ticket)  # an error answer cost nothing: the reservation still covers the retry
+    ledger.attempt_failed(ticket, "unknown", last=False)  # $0.664 counted: another attempt could pass the budget
+    with pytest.raises(BudgetRefused, match="a retry of a request to anthropic/claude-x would pass it"):
+        ledger.attempt_again(ticket)
+    state = ledger.read()
+    assert state["in_flight"] == {} and spent(state) == pytest.approx(0.332)
+    assert state["models"][MODEL]["requests"] == 2 and state["models"][MODEL]["refused"] == 1
+    ledger.abandon(ticket)  # ended already: nothing abandoned
+    assert state["models"][MODEL]["abandoned"] == ledger.read()["models"][MODEL]["abandoned"] == 0
+
+
+def test_a_stop_between_two_attempts_abandons_nothing(tmp_path: Path) -> None:
+    ledger = Ledger.create(tmp_path / "run.ledger", None, {MODEL: PRICE})
+    ticket = ledger.reserve(MODEL, 300, 16)
+    ledger.attempt_failed(ticket, "none", last=False)  # waiting to retry: nothing is out
+    ledger.abandon(ticket)
+    usage = as_usage(totals(ledger.read()))
+    assert (usage["calls"], usage["failed"], usage["abandoned"], usage["abandoned_usd"]) == (1, 1, 0, 0.0)
+    assert ledger.read()["in_flight"] == {}

@@ -4,7 +4,10 @@ priced by genai-prices (claude-sonnet-4-6: $3 / $15 per million tokens).
 * ``--longctx-budget 1`` (prefetch sends ahead, the default for remote models; the whole run costs $2.44) stops with
   at most $1 spent, and the record's requests, tokens and dollars are the server's own count;
 * a sequential collapse that stops early: the record's count is the server's, what prefetch sent for trials the
-  stop skipped included, and the record says what the stop saved.
+  stop skipped included, and the record says what the stop saved;
+* batch rounds (``--longctx-batch --longctx-sequential``) under a budget that ends in the second round: that round is
+  cut short, no later one is submitted, and the server's billed total (batch price) is within the budget and is the
+  record's.
 """
 
 from __future__ import annotations
@@ -62,3 +65,29 @@ def test_a_sequential_stop_counts_what_prefetch_sent_and_says_what_it_saved(pyte
     assert f"{saving['skipped_trials']:,} of 400 trials skipped, about ${saving['saved_usd']:,.2f} saved" in out
     html = (pytester.path / "bad" / "longctx.html").read_text(encoding="utf-8")
     assert "sequential stop" in html and f"about ${saving['saved_usd']:,.2f} saved" in html
+
+
+def test_a_budget_ends_batch_rounds_within_it_and_the_record_is_the_servers(pytester: pytest.Pytester, api: Any,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.02")
+    srv = api(Graded(f"claude-prod=0.85,{MODEL}=0.78,flip=0.02,seed=1"), batch_delay=0.0)
+    code, _, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off", dist=("-p", "no:xdist"))
+    assert code == 0
+    srv.reset_stats()  # a small drop: the gate settles nothing in the first rounds, so the budget ends them
+    code, cut, out = run_lrt(pytester, MODEL, "cut", "--longctx-compare", str(pytester.path / "prod" / "longctx.json"),
+                             "--longctx-threshold", "experiment=lrt:max-drop=0", "--longctx-sequential",
+                             "--longctx-batch", "--longctx-budget", "0.3", dist=("-p", "no:xdist"))
+    assert code == pytest.ExitCode.INTERRUPTED, out
+    stats, usage, batch = srv.stats, cut["usage"], cut["batch"]
+    assert cut["stopped"].startswith("--longctx-budget: the budget is $0.30") and batch["refused"]
+    assert batch["rounds_sent"] == 2 and batch["rounds_planned"] == 4  # the budget ended the rounds in round 2:
+    assert stats.batch_requests[0] == 60 and 0 < stats.batch_requests[1] < 40  # round 1 whole, round 2 cut short,
+    assert len(stats.batch_requests) == len(batch["batches"]) == 2  # and nothing submitted after it
+    assert stats.endpoints.get("messages", 0) == 0
+    billed = (stats.batch_input_tokens * rates().input + stats.batch_output_tokens * rates().output) / 1e6 / 2
+    assert billed <= 0.3  # at the batch price, within the budget
+    assert usage["calls"] == sum(stats.batch_requests) == stats.batch_answered < 400
+    assert (usage["sent_input_tokens"], usage["paid_output_tokens"]) == (stats.batch_input_tokens,
+                                                                         stats.batch_output_tokens)
+    assert usage["usd"] == pytest.approx(billed, rel=1e-9) and usage["refused"] >= 1
+    assert len(cut["trials"]) == usage["calls"] and all(t["outcome"] != "error" for t in cut["trials"])

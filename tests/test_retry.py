@@ -93,3 +93,43 @@ def test_the_openai_dialect_answers_like_an_openai_server() -> None:
         refused = httpx.post(f"{srv.base_url}/v1/chat/completions", json=body)  # no key
         assert refused.status_code == 401 and refused.json()["error"]["code"] == "invalid_api_key"
         assert srv.stats.requests[0]["messages"][0]["role"] == "system"  # the OpenAI body, as sent
+
+
+def test_the_watch_hears_of_each_failed_attempt_and_each_retry_before_it_goes_out() -> None:
+    from pytest_longctx.backends.retry import ATTEMPT_WATCH
+
+    heard: list[str] = []
+
+    class Watch:
+        def failed(self, verdict: Verdict, last: bool) -> None:
+            heard.append(verdict.billing + ("!" if last else ""))
+
+        def again(self) -> None:
+            heard.append("again")
+            if heard.count("again") == 3:
+                raise RuntimeError("refused")  # e.g. the budget no longer covers it
+
+    retrier = Retrier("t", "http://x", FAST)
+    script = iter(["none", "unknown", "ok", "unsent", "none"])
+
+    async def attempt() -> str:
+        if (kind := next(script)) != "ok":
+            raise ConnectionError(kind)
+        return "answer"
+
+    def retry(exc: Exception) -> Verdict:
+        return Verdict("retry", str(exc), billing=str(exc))
+
+    async def go() -> None:
+        token = ATTEMPT_WATCH.set(Watch())
+        try:
+            assert await retrier.run(attempt, retry) == "answer"
+            with pytest.raises(RuntimeError, match="refused"):  # the watch refused the third retry: nothing sent
+                await retrier.run(attempt, retry)
+            with pytest.raises(BackendError):  # a failure no retry fixes: the last attempt
+                await retrier.run(attempt, lambda exc: Verdict("fail", str(exc)))
+        finally:
+            ATTEMPT_WATCH.reset(token)
+
+    asyncio.run(go())
+    assert heard == ["none", "again", "unknown", "again", "unsent", "again", "none!"]

@@ -175,6 +175,19 @@ def messages(srv: Any) -> int:
     return int(srv.stats.endpoints.get("messages", 0))
 
 
+def stop_written(run: Run) -> bool:
+    """The controller knows of the stop: it wrote the stop file (``<cache>/stops/<pid>-<ms>``, beside its ledger)."""
+    folder = run.cache / "stops"
+    return folder.is_dir() and any("." not in p.name and p.read_text() for p in folder.iterdir())
+
+
+def abandon(run: Run, signum: int) -> None:
+    """A first Ctrl-C lets the requests in flight be answered (and the gate holds them): a second one abandons them."""
+    if signum == signal.SIGINT:
+        run.wait_for("the stop", lambda: stop_written(run))
+        run.proc.send_signal(signal.SIGINT)
+
+
 def stopped_cleanly(run: Run, srv: Any, gate: Gate, at_stop: int, signalled: float, reason: str,
                     in_flight_kept: int = 0) -> dict[str, Any]:
     """The checks every stop shares; returns the record."""
@@ -209,6 +222,7 @@ def test_sigint_while_planning_kills_the_plan_child_and_cancels_prefetch(start: 
     child = int(blocked.read_text())
     at_stop, signalled = messages(srv), time.time()
     run.proc.send_signal(signal.SIGINT)
+    abandon(run, signal.SIGINT)
     record = stopped_cleanly(run, srv, gate, at_stop, signalled, "interrupted by SIGINT")
     assert record["trials"] == [] and record["prefetch"]["sent"] == FREE
     with pytest.raises(ProcessLookupError):
@@ -234,11 +248,37 @@ def test_a_signal_while_requests_are_in_flight_stops_the_run(start: Any, mode: l
                  lambda: messages(srv) == FREE + in_flight and run.finished() == FREE)
     at_stop, signalled = messages(srv), time.time()
     run.proc.send_signal(signum)  # to the pytest process only: workers learn it from the controller
+    if prefetch:
+        abandon(run, signum)
     # Without prefetch a worker's request already in flight may still be answered (and cached) before it exits.
     record = stopped_cleanly(run, srv, gate, at_stop, signalled, f"interrupted by {signal.Signals(signum).name}",
                              in_flight_kept=0 if prefetch else in_flight)
     assert 1 <= len(record["trials"]) <= FREE
     assert record["prefetch"]["sent"] == FREE if prefetch else "prefetch" not in record
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("mode", [["-n", "2"], []], ids=["n2", "no-xdist"])
+def test_ctrl_c_drains_the_requests_in_flight_so_the_record_is_the_servers_count(start: Any,
+                                                                                 mode: list[str]) -> None:
+    from tests.test_money_runs import PRICES, server_usd
+
+    run, srv, gate = start(*mode, *PRICES)
+    run.wait_for("4 trials finished and the rest held",
+                 lambda: messages(srv) == FREE + C and run.finished() == FREE)
+    at_stop, signalled = messages(srv), time.time()
+    run.proc.send_signal(signal.SIGINT)
+    run.wait_for("the stop", lambda: stop_written(run))  # nothing starts from here on
+    gate.opened.set()  # the requests in flight are answered now: the run reads and keeps them, sends nothing more
+    code, record, stats = run.exit_code(), run.record(), srv.stats
+    assert code == 2 and record["stopped"] == "interrupted by SIGINT", run.output()
+    assert messages(srv) == at_stop and max(stats.arrivals) < signalled  # no request after the signal
+    assert run.cached() == FREE + C and record["prefetch"]["sent"] == FREE + C  # the drained answers are kept
+    usage = record["usage"]
+    assert usage["calls"] == usage["answered"] == at_stop and usage["abandoned"] == usage["abandoned_usd"] == 0
+    assert (usage["sent_input_tokens"], usage["paid_output_tokens"]) == (stats.input_tokens, stats.output_tokens)
+    assert usage["usd"] == pytest.approx(server_usd(stats), rel=1e-9) and usage["usd"] > 0
+    assert "Ctrl-C again abandons them" in run.out.read_text(encoding="utf-8")
 
 
 # -- -x / --maxfail and a fatal API error ------------------------------------------------------------

@@ -14,8 +14,10 @@ from pytest_longctx.backends.base import Backend, Completion, Message, Request, 
 from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.prices import Price, parse_prices, price_of, source_text
 from pytest_longctx.backends.registry import REFERENCE_MODEL, Provider, load, offering, provider_of
+from pytest_longctx.backends.retry import ATTEMPT_WATCH, AttemptWatch, Verdict
 
-__all__ = ["REFERENCE_MODEL", "Backend", "Completion", "Message", "Price", "Provider", "Request", "build_backend",
+__all__ = ["ATTEMPT_WATCH", "REFERENCE_MODEL", "AttemptWatch", "Backend", "Completion", "Message", "Price", "Provider",
+           "Request", "Verdict", "build_backend",
            "missing_key_message", "model_note", "offering", "parse_prices", "price_of", "provider_of",
            "repeated_warnings", "request_key", "source_text", "start_model_server"]
 

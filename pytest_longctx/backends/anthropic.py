@@ -105,7 +105,21 @@ def verdict(exc: Exception) -> Verdict:
     kind, retry_after = classify(exc)
     unreachable = isinstance(exc, anthropic.APIConnectionError) and not isinstance(exc, anthropic.APITimeoutError)
     return Verdict(kind, describe(exc), retry_after=retry_after, unreachable=unreachable,
-                   rate_limited=kind == "retry" and getattr(exc, "status_code", None) == 429)
+                   rate_limited=kind == "retry" and getattr(exc, "status_code", None) == 429, billing=billing(exc))
+
+
+def billing(exc: BaseException) -> str:
+    """What the API may bill for a failed attempt (:attr:`Verdict.billing`): nothing for an error answer, nothing
+    when the connection was never made, else (a timeout, a dropped connection, a body cut short) unknown."""
+    import anthropic
+    import httpx
+
+    if isinstance(exc, anthropic.APIStatusError):
+        return "none"
+    if isinstance(exc, anthropic.APIConnectionError) and isinstance(exc.__cause__, (httpx.ConnectError,
+                                                                                    httpx.ConnectTimeout)):
+        return "unsent"
+    return "unknown"
 
 
 def classify(exc: BaseException) -> tuple[str, float | None]:
@@ -180,15 +194,15 @@ class AnthropicBackend:
         async def attempt() -> Any:
             nonlocal start
             start = time.perf_counter()
-            try:
-                return await self._send(request)
-            except Exception as exc:
-                if not (self.sends_temperature and "temperature" in str(exc) and "deprecated" in str(exc)):
-                    raise
-            self.sends_temperature = False  # this model takes no sampling parameters: ask again without
             return await self._send(request)
 
-        message = await self.retrier.run(attempt, verdict)
+        def judge(exc: Exception) -> Verdict:
+            if self.sends_temperature and "temperature" in str(exc) and "deprecated" in str(exc):
+                self.sends_temperature = False  # this model takes no sampling parameters: ask again without
+                return Verdict("retry", describe(exc), retry_after=0.0)  # an attempt the API saw, like any other
+            return verdict(exc)
+
+        message = await self.retrier.run(attempt, judge)
         return completion_of(message, latency_s=time.perf_counter() - start)
 
     async def _send(self, request: Request) -> Any:

@@ -26,7 +26,8 @@ from typing import Any
 from pytest_longctx.backends.anthropic import DEFAULT_BASE_URL, build_params, completion_of, verdict
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.prompt_cache import TTL_1H
-from pytest_longctx.backends.retry import Retrier
+from pytest_longctx.backends.retry import Retrier, Verdict
+from pytest_longctx.errors import BackendError
 
 MAX_REQUESTS = 100_000
 MAX_BYTES = 256_000_000
@@ -53,6 +54,13 @@ def _limit(env: str, api_limit: int) -> int:
     if not value.isdigit() or not 0 < int(value) <= api_limit:
         raise ValueError(f"${env}: expected a whole number from 1 to the API's {api_limit:,}, got {value!r}")
     return int(value)
+
+
+class LostBatch(BackendError):
+    """A batch create whose answer was lost (a dropped connection, a body cut short): the API may have created the
+    batch and will bill it, so it is not created again (that batch would be paid twice); ``billing`` says so."""
+
+    billing = "unknown"
 
 
 class AnthropicBatches:
@@ -98,7 +106,14 @@ class AnthropicBatches:
                                       options={"headers": {"Content-Type": "application/json",
                                                            "Content-Length": str(size)}})
 
-        batch = self.retrier.run_blocking(create, verdict)
+        def judge(exc: Exception) -> Verdict:
+            seen = verdict(exc)
+            if seen.kind == "retry" and seen.billing == "unknown":  # it may exist: another create could pay twice
+                raise LostBatch(f"anthropic batches: the answer to creating a batch was lost ({seen.detail}); the "
+                                "API may have created it, so it is not sent again (list your batches to find it)")
+            return seen
+
+        batch = self.retrier.run_blocking(create, judge)
         return str(batch.id)
 
     def status(self, batch_id: str) -> BatchStatus:

@@ -54,15 +54,16 @@ def judge(exc: Exception, *, key_hint: str = "") -> Verdict:
             return Verdict("retry", exc.problem, retry_after=retry_after_seconds(response.headers),
                            rate_limited=code == 429)
         if not response.is_error and "not JSON:" in exc.problem:  # a body cut short: worth another try
-            return Verdict("retry", exc.problem)
+            return Verdict("retry", exc.problem, billing="unknown")  # answered, its usage unread
         return Verdict("fail", exc.problem)
     if isinstance(exc, (httpx.UnsupportedProtocol, httpx.InvalidURL)):  # no retry fixes the URL
-        return Verdict("fatal", f"{describe(exc)} (check the base URL)")
+        return Verdict("fatal", f"{describe(exc)} (check the base URL)", billing="unsent")
     if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.ReadError, httpx.WriteError,
-                        httpx.RemoteProtocolError)):
-        return Verdict("retry", describe(exc), unreachable=True)
+                        httpx.RemoteProtocolError)):  # billing: never sent, or sent and its answer lost
+        billing = "unsent" if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout)) else "unknown"
+        return Verdict("retry", describe(exc), unreachable=True, billing=billing)
     if isinstance(exc, httpx.TransportError):  # read/write/pool timeouts: the endpoint is there, only slow
-        return Verdict("retry", describe(exc))
+        return Verdict("retry", describe(exc), billing="unknown")
     if isinstance(exc, ValueError):
         return Verdict("fail", describe(exc))
     raise exc  # a bug, not an answer: let it show with its traceback

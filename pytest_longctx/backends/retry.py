@@ -9,6 +9,11 @@ errors no retry can fix (auth, quota), and on a dead endpoint: when a request us
 on connection failures (refused, DNS, reset) and the process has seen at least ``attempts`` of them
 in a row with no answer in between, the endpoint is declared unreachable and every later call fails
 at once without sending.
+
+Every attempt is a request the API sees (the SDK's own retries are off), so whoever pays for them hears of each:
+the dispatch layer sets :data:`ATTEMPT_WATCH` (an :class:`AttemptWatch`) around ``Backend.complete``, and the loop
+tells it of each failed attempt (with what the API may bill for it, :attr:`Verdict.billing`) and of each retry before
+it goes out (the watch may refuse it by raising: the run's ledger does when a budget cannot cover it).
 """
 
 from __future__ import annotations
@@ -18,8 +23,9 @@ import os
 import random
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pytest_longctx.errors import BackendError, FatalBackendError
 
@@ -118,6 +124,25 @@ class Verdict:
     rate_limited: bool = False
     #: The endpoint did not answer at all: connection refused, DNS failure, connection reset.
     unreachable: bool = False
+    #: What the API may bill for the failed attempt: "none" (an error answer was read: errors are not billed),
+    #: "unknown" (sent, but no usage was read: a timeout, a dropped connection, a body cut short; the API may have
+    #: answered and billed it) or "unsent" (the connection was never made: the API never saw it).
+    billing: str = "none"
+
+
+class AttemptWatch(Protocol):
+    """Hears of every attempt of one request after the first (see the module docstring)."""
+
+    def failed(self, verdict: Verdict, last: bool) -> None:
+        """An attempt failed (``last``: no other attempt follows: the request ends with this failure)."""
+
+    def again(self) -> None:
+        """Another attempt goes out now (may raise to refuse it: the request then ends with that exception)."""
+
+
+#: The watch of the request being sent in this task (asyncio tasks and threads each see their own; None: nobody
+#: counts attempts). A ``ContextVar``, not state: each caller sets it around one ``complete`` and resets it.
+ATTEMPT_WATCH: ContextVar[AttemptWatch | None] = ContextVar("longctx_attempt_watch", default=None)
 
 
 class Retrier:
@@ -149,14 +174,19 @@ class Retrier:
                   sleep: Callable[[float], Awaitable[object]] = asyncio.sleep, limited: bool = True) -> T:
         """Call ``attempt`` until it returns, retrying failures ``judge`` calls transient."""
         limit = self.limit if limited else None
+        watch = ATTEMPT_WATCH.get() if limited else None  # blocking calls (token counts, batch calls): not attempts
         last: Verdict | None = None
         for number in range(max(1, self.policy.attempts)):
+            if self.fatal is not None:  # an earlier call hit an error no retry can fix: send nothing more
+                if watch is not None:
+                    watch.failed(Verdict("fatal", self.fatal, billing="unsent"), True)
+                raise FatalBackendError(self.fatal)
+            if number and watch is not None:
+                watch.again()
             if limit is not None:
                 await limit.acquire()
             verdict: Verdict | None = None
             try:
-                if self.fatal is not None:  # an earlier call hit an error no retry can fix: send nothing more
-                    raise FatalBackendError(self.fatal)
                 result = await attempt()
             except FatalBackendError:
                 raise
@@ -168,6 +198,8 @@ class Retrier:
             if verdict is None:
                 self.unreachable_streak = 0
                 return result
+            if watch is not None:
+                watch.failed(verdict, verdict.kind != "retry" or number + 1 >= self.policy.attempts)
             self.unreachable_streak = self.unreachable_streak + 1 if verdict.unreachable else 0
             if verdict.kind == "fatal":
                 self.fatal = f"{self.what}: {verdict.detail} — stopping the run"

@@ -16,7 +16,7 @@ from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, r
 from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle, watching
 from pytest_longctx.dispatch.skips import BudgetStopped, Planned, RunStopped
 from pytest_longctx.errors import NotCachedError
 
@@ -134,10 +134,13 @@ class ModelClient:
         """Debit the ledger, send, and settle the debit to the answer's usage (or release / abandon it)."""
         ticket = self._reserve(request)
         try:
-            if in_process:
-                completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
-            else:
-                completion = await self.backend.complete(request)
+            with watching(self.ledger, ticket):  # each attempt the API sees is counted (retries too)
+                if in_process:
+                    completion = await self.backend.complete(request, oracle)  # type: ignore[call-arg]
+                else:
+                    completion = await self.backend.complete(request)
+        except BudgetRefused as exc:  # a retry the budget no longer covers: the test ends skipped
+            raise BudgetStopped(str(exc)) from None
         except Exception:  # sent, not answered: a failed request, nothing billed
             if ticket is not None and self.ledger is not None:
                 self.ledger.release(ticket, failed=True)

@@ -9,6 +9,13 @@ refused instead (:class:`BudgetRefused`) and not sent, so a run ends with at mos
 flight; a batch is cut to what the budget leaves. An answer :meth:`Ledger.settle` s the reservation to the usage
 the API reported; a failure :meth:`Ledger.release` s it (sent, counted as a failed request, no tokens billed).
 
+Each attempt the API saw is a request here (the SDK's retries are off; the backends' one retry loop tells
+:class:`Attempts`, set around ``Backend.complete`` by :func:`watching`): an attempt answered with an error is a
+failed request and costs nothing (the API bills no error); one whose answer was lost (a timeout, a dropped
+connection, a body cut short: ``unread``) may have been billed, so its estimate stays spent (``abandoned_usd``,
+beside the requests a stop abandoned); one that never reached the API (connection refused) is no request. A retry
+goes out only while the budget still covers the request's reservation on top of what was spent.
+
 The workers (xdist processes), the prefetch thread and the batch thread share it: a JSON file in the run's
 folder (beside its stop file), changed under an exclusive ``fcntl`` lock and replaced atomically, so a reader
 without the lock sees a whole state. The controller creates it (:meth:`Ledger.create`, with the budget and each
@@ -28,13 +35,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_longctx.backends import Price
+from pytest_longctx.backends import ATTEMPT_WATCH, Price, Verdict
 from pytest_longctx.backends.base import Completion
 from pytest_longctx.backends.prompt_cache import billed_input
 from pytest_longctx.util.fsutil import atomic_write_text
 
 #: Per model: what was sent, answered, failed and refused, the tokens the API reported, and dollars.
-COUNTERS = ("requests", "answered", "failed", "abandoned", "refused", "input_tokens", "output_tokens",
+COUNTERS = ("requests", "answered", "failed", "abandoned", "unread", "refused", "input_tokens", "output_tokens",
             "cache_creation_input_tokens", "cache_read_input_tokens")
 
 
@@ -53,8 +60,10 @@ class Ticket:
 
 
 def empty_model() -> dict[str, Any]:
-    """``usd``: dollars of the answered requests; ``abandoned_usd``: the estimates of requests a stop abandoned in
-    flight (sent, their answer never read: the API may bill them, so the budget counts them)."""
+    """``usd``: dollars of the answered requests; ``abandoned_usd``: the estimates of the requests sent whose answer
+    was never read (``abandoned`` in flight by a stop, or ``unread``: lost to a timeout, a dropped connection or a
+    body cut short): the API may bill them, so the budget counts them. ``failed`` counts every attempt answered with
+    an error (a retried request counts once per attempt, as the API saw it) and the unread ones."""
     return {**dict.fromkeys(COUNTERS, 0), "usd": 0.0, "abandoned_usd": 0.0}
 
 
@@ -172,9 +181,12 @@ class Ledger:
 
     def release(self, ticket: Ticket, *, failed: bool = True) -> None:
         """No answer (an error, or a cancelled request): nothing billed; ``failed`` counts it as a failed request,
-        else it was never sent."""
+        else it was never sent. A request whose attempts were counted one by one (:class:`Attempts`) has ended
+        already: nothing more is counted."""
         with self._change() as state:
-            state["in_flight"].pop(ticket.id, None)
+            if ticket.id not in state["in_flight"]:
+                return
+            state["in_flight"].pop(ticket.id)
             entry = state["models"].setdefault(ticket.model, empty_model())
             if failed:
                 entry["failed"] += 1
@@ -182,12 +194,58 @@ class Ledger:
                 entry["requests"] -= 1
 
     def abandon(self, ticket: Ticket) -> None:
-        """A stop abandoned the request in flight: sent, never answered here; its estimate stays spent."""
+        """A stop abandoned the request in flight: sent, never answered here; its estimate stays spent (between two
+        attempts nothing is out: the reservation just ends)."""
         with self._change() as state:
-            state["in_flight"].pop(ticket.id, None)
+            if ticket.id not in state["in_flight"]:
+                return
+            state["in_flight"].pop(ticket.id)
+            if ticket.id in state.setdefault("retrying", []):
+                state["retrying"].remove(ticket.id)
+                return
             entry = state["models"].setdefault(ticket.model, empty_model())
             entry["abandoned"] += 1
             entry["abandoned_usd"] += ticket.usd
+
+    def attempt_failed(self, ticket: Ticket, billing: str, last: bool) -> None:
+        """One attempt of ``ticket``'s request failed; ``billing`` (:attr:`Verdict.billing`) says what the API may
+        bill for it (see the module docstring); ``last``: the request ends with it (its reservation ends)."""
+        with self._change() as state:
+            entry = state["models"].setdefault(ticket.model, empty_model())
+            retrying = state.setdefault("retrying", [])
+            if billing == "unsent":
+                entry["requests"] -= 1
+            else:
+                entry["failed"] += 1
+            if billing == "unknown":
+                entry["unread"] += 1
+                entry["abandoned_usd"] += ticket.usd
+            if last:
+                state["in_flight"].pop(ticket.id, None)
+            elif ticket.id not in retrying:
+                retrying.append(ticket.id)
+
+    def attempt_again(self, ticket: Ticket) -> None:
+        """Another attempt of ``ticket``'s request goes out: one more request; raises :class:`BudgetRefused` (the
+        request then ends) when what was spent already passes the budget with its reservation still counted."""
+        refused = None
+        with self._change() as state:
+            entry = state["models"].setdefault(ticket.model, empty_model())
+            retrying = state.setdefault("retrying", [])
+            if ticket.id in retrying:
+                retrying.remove(ticket.id)
+            budget, committed = state.get("budget"), spent(state)
+            if budget is not None and committed > budget:
+                entry["refused"] += 1
+                state["in_flight"].pop(ticket.id, None)
+                state["stop"] = state.get("stop") or (
+                    f"--longctx-budget: the budget is ${budget:,.2f}; ${committed:,.2f} spent or in flight, answers "
+                    f"lost on the way counted, and a retry of a request to {ticket.model} would pass it")
+                refused = str(state["stop"])
+            else:
+                entry["requests"] += 1
+        if refused is not None:
+            raise BudgetRefused(refused)
 
     def stop_reason(self) -> str | None:
         """Why the ledger refuses every request now (the budget was reached), or None."""
@@ -217,6 +275,7 @@ def as_usage(entry: Mapping[str, Any]) -> dict[str, Any]:
     written, read = int(entry.get("cache_creation_input_tokens", 0)), int(entry.get("cache_read_input_tokens", 0))
     return {"calls": int(entry.get("requests", 0)), "answered": int(entry.get("answered", 0)),
             "failed": int(entry.get("failed", 0)), "abandoned": int(entry.get("abandoned", 0)),
+            "unread": int(entry.get("unread", 0)),
             "refused": int(entry.get("refused", 0)), "sent_input_tokens": sent_input,
             "paid_input_tokens": sent_input + written + read, "paid_output_tokens": int(entry.get("output_tokens", 0)),
             "cache_creation_input_tokens": written, "cache_read_input_tokens": read,
@@ -230,3 +289,31 @@ def settle(ledger: Ledger, ticket: Ticket, completion: Completion, *, ttl_1h: bo
     written, read = completion.cache_creation_input_tokens, completion.cache_read_input_tokens
     return ledger.settle(ticket, max(0, completion.input_tokens - written - read), completion.output_tokens, written,
                          read, ttl_1h=ttl_1h)
+
+
+@dataclass
+class Attempts:
+    """The ledger's watch on one request's attempts (a :class:`~pytest_longctx.backends.retry.AttemptWatch`)."""
+
+    ledger: Ledger
+    ticket: Ticket
+
+    def failed(self, verdict: Verdict, last: bool) -> None:
+        self.ledger.attempt_failed(self.ticket, verdict.billing, last)
+
+    def again(self) -> None:
+        self.ledger.attempt_again(self.ticket)
+
+
+@contextmanager
+def watching(ledger: Ledger | None, ticket: object) -> Iterator[None]:
+    """Around ``Backend.complete``: every attempt of the request ``ticket`` reserved is counted in ``ledger`` as the
+    API sees it (nothing without a ledger or a ticket)."""
+    if ledger is None or not isinstance(ticket, Ticket):
+        yield
+        return
+    token = ATTEMPT_WATCH.set(Attempts(ledger, ticket))
+    try:
+        yield
+    finally:
+        ATTEMPT_WATCH.reset(token)

@@ -26,7 +26,7 @@ from typing import Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.lanes import POLL_S, Inside, LaneQueue
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle, watching
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.skips import RunStopped
 from pytest_longctx.errors import BackendError, FatalBackendError
@@ -280,15 +280,15 @@ class Dispatcher:
 
     def cancel(self, reason: str, *, drain: bool = True) -> None:
         """Stop, from any thread (a signal handler too): no request starts after this. ``drain`` (a budget or a
-        gate stop): those in flight are answered and stored first (they are paid for; the record counts what they
-        cost); else (a signal, -x, a fatal error: stop means stop) they are abandoned, counted in the ledger as
-        abandoned at their estimate. Answers already received are in the cache. :meth:`join` then returns
+        gate stop, a first Ctrl-C): those in flight are answered and stored first (they are paid for; the record
+        counts what they cost); else (SIGTERM, a second Ctrl-C, -x, a fatal error) they are abandoned, counted in
+        the ledger as abandoned at their estimate. Answers already received are in the cache. :meth:`join` then returns
         promptly (after ``drain``, once those in flight are answered)."""
         with self._lock:
-            first, self.cancelled = self.cancelled is None, self.cancelled or reason
+            self.cancelled = self.cancelled or reason
             loop, task = self._loop, self._task
         self._plan_ended.set()
-        if first and not drain and loop is not None and task is not None:
+        if not drain and loop is not None and task is not None:  # a later stop may abandon what the first drains
             try:
                 loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:  # the loop already closed: the thread is finishing by itself
@@ -358,7 +358,12 @@ class Dispatcher:
             return
         self._started += 1
         try:
-            completion = await self.backend.complete(request)
+            with watching(self.ledger, ticket):  # each attempt the API sees is counted (retries too)
+                completion = await self.backend.complete(request)
+        except BudgetRefused as exc:  # a retry the budget no longer covers: a budget stop like a refused request
+            self.refused = str(exc)
+            self.cancel(self.refused, drain=True)
+            return
         except FatalBackendError as exc:
             self._release(ticket, failed=True)
             self._fatal = str(exc)

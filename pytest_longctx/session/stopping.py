@@ -1,5 +1,9 @@
 """Stop means stop (controller side): SIGINT/SIGTERM, ``-x``/``--maxfail`` and fatal API errors end a run at once.
 
+A first Ctrl-C (SIGINT) lets the prefetch requests already in flight be answered and kept (they are paid for, so the
+record's tokens and dollars are what the API billed); a second one, or SIGTERM, abandons them (counted at their
+estimate).
+
 The first reason wins: it goes into the run record (``"stopped"``) and the run exits 2 (interrupted). The
 prefetch dispatcher is cancelled the moment a stop is known, so no request starts after it; answers already
 received stay in the cache; its thread is joined before its work folder is removed (``services.stop_services``).
@@ -140,8 +144,16 @@ class SignalStop:
         self.previous.clear()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
-        request_stop(self.config, f"interrupted by {signal.Signals(signum).name}")
-        raise KeyboardInterrupt
+        """The first SIGINT drains: no request starts, those in flight are answered and kept (they are paid for, and
+        the record then counts what the API billed); SIGTERM, or a second signal, abandons them at once."""
+        first = self.config.stash[RUN_KEY].stop_reason is None
+        drain = first and signum == signal.SIGINT
+        request_stop(self.config, f"interrupted by {signal.Signals(signum).name}", drain=drain)
+        if drain and self.config.stash[RUN_KEY].dispatcher is not None:
+            os.write(2, b"\nlongctx: stopping: the requests in flight are answered and kept (they are paid for); "
+                        b"Ctrl-C again abandons them\n")
+        if first:
+            raise KeyboardInterrupt
 
 
 SIGNALS_KEY = pytest.StashKey[SignalStop]()
