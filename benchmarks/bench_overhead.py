@@ -23,13 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
-PYPROJECT = """\
-[tool.pytest.ini_options]
-asyncio_mode = "strict"
-asyncio_default_fixture_loop_scope = "session"
-asyncio_default_test_loop_scope = "session"
-addopts = "-p no:cacheprovider -p no:hypothesispytest -p no:benchmark -p no:anyio"
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.conftest import PYPROJECT as PROJECT  # the test suite's pytester project: the same settings
+
+PYPROJECT = PROJECT.format(extra="")
 
 PLAIN = '''
 import pytest

@@ -4,6 +4,8 @@ the tiers (``tests/tiers.py``: the fast tier by default, ``-m e2e`` the end-to-e
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,10 +63,14 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.longctx_model = "fake/perfect"
 
 
+#: Environment variables of the developer's shell that must not leak into pytester runs.
+SHELL_ENV = ("LONGCTX_CACHE_DIR", "LONGCTX_DATA_DIR", "PYTEST_XDIST_AUTO_NUM_WORKERS")
+
+
 @pytest.fixture(autouse=True)
 def _clean_longctx_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Environment variables of the developer's shell must not leak into pytester runs."""
-    for name in ("LONGCTX_CACHE_DIR", "LONGCTX_DATA_DIR", "PYTEST_XDIST_AUTO_NUM_WORKERS"):
+    for name in SHELL_ENV:
         monkeypatch.delenv(name, raising=False)
 
 
@@ -152,3 +158,34 @@ class LongctxRunner:
 def longctx_runner(pytester: pytest.Pytester) -> LongctxRunner:
     """A pytester project prepared for longctx runs."""
     return LongctxRunner(pytester)
+
+
+@contextmanager
+def golden_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+                  env: dict[str, str]) -> Iterator[LongctxRunner]:
+    """A runner for a module-scoped fixture's golden runs: one run per feature, read by every test that checks it.
+
+    pytest's ``pytester`` is per test, so this builds one on the fixture's own request. Inside the block its folder
+    is the working directory and ``env`` is set (the shell's longctx variables unset); both are undone when the block
+    ends, so make the runs inside it and hand the tests what they read: the runs (records, output, folders) and
+    whatever the server counted.
+    """
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        for name in SHELL_ENV:
+            monkeypatch.delenv(name, raising=False)
+        for name, value in env.items():
+            monkeypatch.setenv(name, value)
+        yield LongctxRunner(pytest.Pytester(_WithoutFunction(request), tmp_path_factory, monkeypatch,  # type: ignore[arg-type]
+                                            _ispytest=True))
+
+
+class _WithoutFunction:
+    """A module-scoped fixture's request as ``pytest.Pytester`` reads it: ``function`` is None, not an error."""
+
+    function = None
+
+    def __init__(self, request: pytest.FixtureRequest) -> None:
+        self._request = request
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._request, name)

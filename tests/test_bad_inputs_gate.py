@@ -13,11 +13,14 @@ from __future__ import annotations
 import html
 import json
 import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.conftest import golden_runner
 
 DEMO = '''
 import pytest
@@ -58,18 +61,6 @@ class Project:
     def path(self) -> Path:
         return Path(self.runner.pytester.path)
 
-    def good_run(self) -> None:
-        good = self.runner.run("--longctx-samples", "2", model="fake/perfect", report_dir="reports", cache=True)
-        assert good.ret == 0, good.result.stdout.str()
-        self.record_bytes = (good.report_dir / "longctx.json").read_bytes()
-        # fake models are never cached: an entry an earlier paid run left behind stands in for the cache
-        from pytest_longctx.dispatch.cache import ResponseCache
-
-        ResponseCache(self.path / "cache").put("ab" * 32, {"text": "42", "input_tokens": 9, "output_tokens": 1},
-                                               {"model": "anthropic/claude-earlier"})
-        self.cache_before = _snapshot(self.path / "cache")
-        assert self.cache_before
-
     def write(self, name: str, content: str | bytes | dict[str, Any]) -> str:
         path = self.path / name
         if isinstance(content, dict):
@@ -86,11 +77,36 @@ class Project:
         return record
 
 
+def _good_run(runner: Any) -> None:
+    """One good run in ``runner``'s folder (record + report in ``reports/``), and a cache an earlier paid run left."""
+    good = runner.run("--longctx-samples", "2", model="fake/perfect", report_dir="reports", cache=True)
+    assert good.ret == 0, good.result.stdout.str()
+    # fake models are never cached: an entry an earlier paid run left behind stands in for the cache
+    from pytest_longctx.dispatch.cache import ResponseCache
+
+    ResponseCache(runner.pytester.path / "cache").put("ab" * 32, {"text": "42", "input_tokens": 9, "output_tokens": 1},
+                                                      {"model": "anthropic/claude-earlier"})
+
+
+@pytest.fixture(scope="module")
+def good_folder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The module's golden good run: the folder every test's project copies."""
+    with golden_runner(request, tmp_path_factory, {}) as runner:
+        runner.pytester.makepyfile(test_demo=DEMO)
+        _good_run(runner)
+    return Path(runner.pytester.path)
+
+
 @pytest.fixture
-def project(longctx_runner: Any) -> Project:
+def project(longctx_runner: Any, good_folder: Path) -> Project:
+    """This test's copy of the project after the good run: its record and report, its cache."""
     longctx_runner.pytester.makepyfile(test_demo=DEMO)
+    for name in ("reports", "cache"):
+        shutil.copytree(good_folder / name, longctx_runner.pytester.path / name)
     p = Project(longctx_runner)
-    p.good_run()
+    p.record_bytes = (p.path / "reports" / "longctx.json").read_bytes()
+    p.cache_before = _snapshot(p.path / "cache")
+    assert p.cache_before
     return p
 
 

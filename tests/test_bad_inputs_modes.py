@@ -15,6 +15,7 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ from typing import Any
 import pytest
 
 from pytest_longctx.server import FaultPlan, MessagesServer
-from tests.passkey_api import EVAL, MODEL, SECRET
+from tests.conftest import golden_runner
+from tests.passkey_api import EVAL, MODEL, SECRET, passkey
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "fixtures" / "docs"
@@ -62,14 +64,33 @@ class Project:
         assert self.server.stats.endpoints == {}  # not one request, count or batch reached the server
 
 
+#: The server every test of the module asks, and the folder of the golden good run.
+GoodRun = tuple[MessagesServer, Path]
+
+
+@pytest.fixture(scope="module")
+def good_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[GoodRun]:
+    """The module's golden good run (its folder holds ``reports/`` and ``cache/``) and the server every test asks."""
+    with MessagesServer(passkey) as srv:
+        env = {"ANTHROPIC_BASE_URL": srv.base_url, "ANTHROPIC_API_KEY": SECRET}
+        with golden_runner(request, tmp_path_factory, env) as runner:
+            runner.pytester.makepyfile(test_eval=EVAL)
+            good = runner.run(*GOOD, model=MODEL, report_dir="reports", cache=True)
+            assert good.ret == 0, output(good)
+            assert good.record["usage"]["calls"] == TRIALS
+        yield srv, runner.pytester.path
+
+
 @pytest.fixture
-def project(runner: Any, api: Any) -> Project:
-    srv = api()
-    good = runner.run(*GOOD, model=MODEL, report_dir="reports", cache=True)
-    assert good.ret == 0, output(good)
-    assert good.record["usage"]["calls"] == TRIALS
+def project(runner: Any, good_run: GoodRun, monkeypatch: pytest.MonkeyPatch) -> Project:
+    """This test's copy of the project after the good run: its record and report, its cache."""
+    srv, folder = good_run
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
+    for name in ("reports", "cache"):
+        shutil.copytree(folder / name, runner.pytester.path / name)
     (runner.pytester.path / "afile").write_text("a file, not a folder\n")
-    record = (good.report_dir / "longctx.json").read_bytes()
+    record = (runner.pytester.path / "reports" / "longctx.json").read_bytes()
     proj = Project(runner, srv, record, snapshot(runner.pytester.path / "cache"))
     assert len(proj.cache) == TRIALS
     return proj

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import anthropic
 import pytest
 
 from pytest_longctx.backends.retry import BASE_ENV
-from pytest_longctx.server import FaultPlan
-from tests.passkey_api import MODEL, SECRET
+from pytest_longctx.server import FaultPlan, MessagesServer
+from tests.conftest import LongctxRun, golden_runner
+from tests.passkey_api import EVAL, MODEL, SECRET, passkey
 from tests.test_anthropic_run import outcomes
 
 TRIALS = 8  # 2 cells x 4 samples
@@ -28,25 +32,59 @@ def answers(record: dict[str, Any]) -> dict[str, tuple[str, Any]]:
     return {t["nodeid"]: (t["outcome"], t["answer"]) for t in record["trials"]}
 
 
-def test_batch_run_submits_once_scores_like_live_and_collects_nothing_twice(runner: Any, api: Any,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+@dataclass
+class Golden:
+    """The module's golden runs on one pass-key server, each read by every test that checks it: a batch run and a
+    live run (prefetch off, its own cache) of the same 8 trials, with what reached the server during each."""
+
+    srv: MessagesServer
+    batch: LongctxRun
+    batch_endpoints: dict[str, int]
+    live: LongctxRun
+    live_messages: int
+    live_input_tokens: int
+
+
+@pytest.fixture(scope="module")
+def golden(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Golden]:
+    with MessagesServer(passkey, batch_delay=0.2) as srv:
+        env = {"ANTHROPIC_BASE_URL": srv.base_url, "ANTHROPIC_API_KEY": SECRET, "LONGCTX_BATCH_POLL": "0.05"}
+        with golden_runner(request, tmp_path_factory, env) as runner:
+            runner.pytester.makepyfile(test_eval=EVAL)
+            batch = runner.run("--longctx-samples", "4", "--longctx-batch", "true", model=MODEL, cache=True)
+            batch_endpoints = dict(srv.stats.endpoints)
+            srv.reset_stats()
+            live = runner.run("--longctx-samples", "4", "--longctx-prefetch", "off", "--longctx-cache-dir",
+                              str(runner.pytester.path / "live-cache"), model=MODEL, cache=True)
+            stats = srv.stats
+            golden = Golden(srv, batch, batch_endpoints, live, stats.endpoints.get("messages", 0), stats.input_tokens)
+        yield golden
+
+
+@pytest.fixture
+def on_golden(runner: Any, golden: Golden, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """This test's project with a copy of the golden batch run's cache, pointed at the golden server."""
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", golden.srv.base_url)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
     monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
-    srv = api(batch_delay=0.2)
-    batch = runner.run("--longctx-samples", "4", "--longctx-batch", "true", model=MODEL, cache=True)
+    shutil.copytree(golden.batch.report_dir.parent / "cache", runner.pytester.path / "cache")
+    golden.srv.reset_stats()
+    return runner
+
+
+def test_batch_run_submits_once_scores_like_live_and_collects_nothing_twice(golden: Golden, on_golden: Any) -> None:
+    batch = golden.batch
     assert outcomes(batch.record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
-    assert srv.stats.endpoints.get("batches.create") == 1
-    assert srv.stats.endpoints.get("messages", 0) == 0  # everything went through the batch
+    assert golden.batch_endpoints.get("batches.create") == 1
+    assert golden.batch_endpoints.get("messages", 0) == 0  # everything went through the batch
     assert batch.record["batch"]["requests_submitted"] == TRIALS and batch.record["batch"]["collected"] == TRIALS
 
-    srv.reset_stats()
-    again = runner.run("--longctx-samples", "4", "--longctx-batch", "true", model=MODEL, cache=True)
+    again = on_golden.run("--longctx-samples", "4", "--longctx-batch", "true", model=MODEL, cache=True)
     assert answers(again.record) == answers(batch.record)
-    assert srv.stats.endpoints == {}  # nothing submitted, polled or downloaded again
+    assert golden.srv.stats.endpoints == {}  # nothing submitted, polled or downloaded again
     assert again.record["usage"]["cache_hits"] == TRIALS
 
-    live = runner.run("--longctx-samples", "4", "--longctx-cache-dir", str(runner.pytester.path / "live-cache"),
-                      model=MODEL, cache=True)
-    assert answers(live.record) == answers(batch.record)  # same seed: same requests, same scores
+    assert answers(golden.live.record) == answers(batch.record)  # same seed: same requests, same scores
 
 
 @pytest.mark.e2e
@@ -121,21 +159,17 @@ def test_results_that_cannot_be_downloaded_are_one_line_and_the_next_run_collect
     assert "batches.create" not in srv.stats.endpoints  # paid once
 
 
-def test_a_recorded_batch_the_api_no_longer_has_is_submitted_again(runner: Any, api: Any,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
-    srv = api(batch_delay=0.0)
-    first = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
-    (batch_id,) = first.record["batch"]["submitted"]
-    cache = runner.pytester.path / "cache"
+def test_a_recorded_batch_the_api_no_longer_has_is_submitted_again(golden: Golden, on_golden: Any) -> None:
+    (batch_id,) = golden.batch.record["batch"]["submitted"]
+    cache = on_golden.pytester.path / "cache"
     state_file = cache / "batches" / f"{batch_id}.json"
     state = json.loads(state_file.read_text())
     state["collected"] = False  # as if that run had stopped before collecting, and then ...
     state_file.write_text(json.dumps(state))
     for entry in cache.glob("??/*.json"):
         entry.unlink()
-    srv.batches.delete(batch_id)  # ... the batch were deleted (or archived after 29 days)
-    again = runner.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
+    golden.srv.batches.delete(batch_id)  # ... the batch were deleted (or archived after 29 days)
+    again = on_golden.run("--longctx-samples", "4", "--longctx-batch", model=MODEL, cache=True)
     assert outcomes(again.record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
     assert again.record["batch"]["gone"] == [batch_id] and again.record["batch"]["resumed"] == []
     assert again.record["batch"]["requests_submitted"] == TRIALS
@@ -171,16 +205,14 @@ def test_batch_survives_an_interruption_between_submit_and_collect(runner: Any, 
     assert json.loads(next((cache / "batches").glob("*.json")).read_text())["collected"] is True
 
 
-def test_plan_figures_equal_what_the_live_run_sends(runner: Any, api: Any) -> None:
+def test_plan_figures_equal_what_the_live_run_sends(runner: Any, api: Any, golden: Golden) -> None:
     srv = api()
-    planned = runner.run("--longctx-samples", "3", "--longctx-plan", "true", "--longctx-exact-tokens", "true",
+    planned = runner.run("--longctx-samples", "4", "--longctx-plan", "true", "--longctx-exact-tokens", "true",
                          model=MODEL, cache=True)
     plan = planned.plan_record["plan"]["models"][MODEL]
     assert srv.stats.endpoints.get("messages", 0) == 0  # a dry run sends no message
-    srv.reset_stats()
-    live = runner.run("--longctx-samples", "3", "--longctx-prefetch", "off", model=MODEL, cache=True)
-    assert plan["requests"] == srv.stats.endpoints["messages"] == 6
-    assert plan["input_tokens"] == srv.stats.input_tokens == live.record["usage"]["input_tokens"]
+    assert plan["requests"] == golden.live_messages == TRIALS
+    assert plan["input_tokens"] == golden.live_input_tokens == golden.live.record["usage"]["input_tokens"]
 
 
 SIZED_EVAL = '''

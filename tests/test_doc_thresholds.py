@@ -12,7 +12,6 @@ from __future__ import annotations
 import copy
 import random
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +22,7 @@ from pytest_longctx.experiments.litm.plugin import pytest_longctx_evidence as li
 from pytest_longctx.experiments.lrt.plugin import pytest_longctx_evidence as lrt_evidence
 from pytest_longctx.experiments.needle.plugin import pytest_longctx_evidence as needle_evidence
 from pytest_longctx.experiments.qa.plugin import pytest_longctx_evidence as qa_evidence
+from pytest_longctx.gate_command import RecordSettings
 from pytest_longctx.gate_spec import Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
@@ -83,18 +83,10 @@ def evidence() -> dict[str, Any]:
                           *needle_evidence()])
 
 
-@dataclass(frozen=True)
-class Settings:
-    thresholds: tuple[Threshold, ...]
-    alpha: float = 0.05
-    compare: Path | None = Path("baseline.json")
-    compare_partial: bool = False
-    effective_accuracy: float = 0.85
-    seed: int = 0
-    samples: int = ITEMS
-    samples_all: bool = False
-    protocol: str = "longctx"
-    plan: bool = False
+def settings(threshold: Threshold) -> RecordSettings:
+    """The settings ``decide`` reads, as ``longctx-gate`` builds them: one threshold against baseline.json."""
+    return RecordSettings((threshold,), alpha=0.05, compare=Path("baseline.json"), compare_partial=False,
+                          effective_accuracy=0.85, seed=0, samples=ITEMS, samples_all=False, protocol="longctx")
 
 
 def test_the_docs_show_thresholds_of_every_kind() -> None:
@@ -109,7 +101,7 @@ def test_every_threshold_example_in_the_docs_parses_and_decides(where: str, expr
     threshold = parse_threshold(expr)  # a malformed example is a UsageError here
     baseline, candidate = record(1, 0.93), record(2, 0.9)
     notes: list[str] = []
-    result = decide(copy.deepcopy(candidate), Settings((threshold,)), evidence(), baseline, notes)
+    result = decide(copy.deepcopy(candidate), settings(threshold), evidence(), baseline, notes)
     (check,) = result.checks
     assert not result.errors and check["verdict"] in ("pass", "fail"), (where, expr, result.errors, check)
     assert result.exit_code in (0, 10) and not [n for n in notes if "could not" in n], notes
@@ -117,6 +109,6 @@ def test_every_threshold_example_in_the_docs_parses_and_decides(where: str, expr
 
 def test_a_length_threshold_over_experiments_with_different_axes_cannot_decide() -> None:
     """What the docs' example used to be: '*' pools lrt's lines with qa's tokens, which have no one axis."""
-    result = decide(record(2, 0.9), Settings((parse_threshold("*:min-effective-length=32000"),)), evidence(),
+    result = decide(record(2, 0.9), settings(parse_threshold("*:min-effective-length=32000")), evidence(),
                     record(1, 0.93), [])
     assert result.exit_code == 11 and "axes differ" in result.errors[0]

@@ -22,6 +22,7 @@ from pytest_longctx.results.power import (
     items_power,
 )
 from pytest_longctx.server.graded import Graded
+from tests.design_checks import assert_usage_error
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "fixtures" / "docs"
@@ -79,9 +80,7 @@ def test_collection_of_the_designs(pytester: pytest.Pytester, model: str, args: 
     (["--longctx-docs-design", "some"], "--longctx-docs-design: expected blocks or full, got 'some'"),
 ])
 def test_bad_designs_are_usage_errors(pytester: pytest.Pytester, args: list[str], text: str) -> None:
-    result = pytester.runpytest("--collect-only", "--longctx-model", MODEL, *args)
-    assert result.ret == 4
-    assert text in result.stderr.str() and "Traceback" not in result.stderr.str()
+    assert_usage_error(pytester, MODEL, args, text)
 
 
 def test_items_power_is_the_plans_formula_and_the_items_needed_are_the_fewest() -> None:

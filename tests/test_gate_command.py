@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.gate_command import main
+from tests.conftest import golden_runner
 
 CONFTEST = '''
 from pytest_longctx import Evidence, LengthAxis
@@ -53,17 +54,27 @@ def _block(stdout: str) -> list[str]:
     return lines[start:end] + [line for line in lines if line.startswith(("gate: ", "gate error: "))]
 
 
-@pytest.fixture
-def records(longctx_runner: Any) -> tuple[Path, Path, Any]:
-    longctx_runner.pytester.makeconftest(CONFTEST)
-    longctx_runner.pytester.makepyfile(test_yes=YES)
-    base = longctx_runner.run("--longctx-samples", "12", report_dir="base")
-    assert base.ret == 0, base.result.stdout.str()
-    baseline = base.report_dir / "longctx.json"
-    run = longctx_runner.run("--longctx-samples", "12", "--longctx-compare", str(baseline),
-                             *[a.replace("--threshold", "--longctx-threshold") for a in THRESHOLDS],
-                             model="fake/wrong", report_dir="candidate")
+@pytest.fixture(scope="module")
+def golden_records(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Any]:
+    """The module's golden runs, read by every test: a baseline, and a compared candidate that misses a threshold."""
+    with golden_runner(request, tmp_path_factory, {}) as runner:
+        runner.pytester.makeconftest(CONFTEST)
+        runner.pytester.makepyfile(test_yes=YES)
+        base = runner.run("--longctx-samples", "12", report_dir="base")
+        assert base.ret == 0, base.result.stdout.str()
+        baseline = base.report_dir / "longctx.json"
+        run = runner.run("--longctx-samples", "12", "--longctx-compare", str(baseline),
+                         *[a.replace("--threshold", "--longctx-threshold") for a in THRESHOLDS],
+                         model="fake/wrong", report_dir="candidate")
     return run.report_dir / "longctx.json", baseline, run
+
+
+@pytest.fixture
+def records(golden_records: tuple[Path, Path, Any], tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path, Any]:
+    """The golden records (candidate, baseline, the candidate's run), read from this test's own working folder."""
+    monkeypatch.chdir(tmp_path)
+    return golden_records
 
 
 def test_longctx_gate_reproduces_the_runs_verdict_and_exit_code(records: tuple[Path, Path, Any],

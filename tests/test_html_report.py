@@ -7,13 +7,10 @@ so the report is checked on exactly what a run writes. No browser here: see test
 from __future__ import annotations
 
 import html
-import importlib.util
 import json
 import re
-import sys
 from html.parser import HTMLParser
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -22,21 +19,7 @@ from pytest_longctx.reporting.charts import XScale, fmt_value, heat_color
 from pytest_longctx.reporting.html import embed_json, render_html
 from pytest_longctx.reporting.html_tables import DRILL_CAP
 from pytest_longctx.results.aggregate import Aggregator
-
-
-def _load_report_data() -> ModuleType:
-    """``tests/report_data.py`` by path (works with any --import-mode and with or without tests/__init__.py)."""
-    name = "longctx_report_data"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("report_data.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-data = _load_report_data()
+from tests import report_data as data
 
 
 def _html(record: dict) -> str:

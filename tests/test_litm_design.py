@@ -13,6 +13,7 @@ import pytest
 from pytest_longctx.experiments.litm.data import corpus_file, load_questions
 from pytest_longctx.experiments.litm.design import block_design
 from tests.corpus_data import ROOT, find_for_tests
+from tests.design_checks import assert_design, assert_usage_error
 from tests.passkey_api import MODEL
 from tests.test_litm_eval import ends_model
 
@@ -74,12 +75,7 @@ def test_the_design_is_seeded_and_deterministic_and_short_pools_say_so() -> None
 ])
 def test_the_design_option_defaults_to_blocks_for_a_remote_model(pytester: pytest.Pytester, model: str,
                                                                   args: list[str], design: str) -> None:
-    pytester.makeconftest(
-        "from pytest_longctx.experiments.litm.plugin import litm_options\n"
-        "def pytest_report_header(config):\n"
-        "    return 'litm-design=' + litm_options(config).design\n")
-    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "--longctx-model", model, *args)
-    result.stdout.fnmatch_lines([f"litm-design={design}"])
+    assert_design(pytester, "litm", model, args, design)
 
 
 @pytest.mark.parametrize(("args", "text"), [
@@ -88,9 +84,7 @@ def test_the_design_option_defaults_to_blocks_for_a_remote_model(pytester: pytes
     (["--longctx-litm-design", "half"], "--longctx-litm-design: expected blocks or full, got 'half'"),
 ])
 def test_bad_designs_are_usage_errors(pytester: pytest.Pytester, args: list[str], text: str) -> None:
-    result = pytester.runpytest("--collect-only", "--longctx-model", MODEL, *args)
-    assert result.ret == 4
-    assert text in result.stderr.str() and "Traceback" not in result.stderr.str()
+    assert_usage_error(pytester, MODEL, args, text)
 
 
 @pytest.fixture(scope="module")

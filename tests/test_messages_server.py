@@ -384,22 +384,21 @@ def test_batches_through_the_sdk() -> None:
             client.messages.batches.retrieve(batch.id)
 
 
+async def _error_of_a_request_without_max_tokens(**server: Any) -> str:
+    """The error type a batch result reports for a request lacking ``max_tokens``, on a server with ``server``."""
+    with MessagesServer(batch_delay=0.0, **server) as srv:
+        async with async_client(srv) as client:
+            bad = [{"custom_id": "bad", "params": {"model": MODEL, "messages": user("no max_tokens")}}]
+            batch = await client.messages.batches.create(requests=bad)
+            results = [r async for r in await client.messages.batches.results(batch.id)]
+            assert results[0].result.type == "errored"
+            return str(results[0].result.error.error.type)
+
+
 @pytest.mark.asyncio
 async def test_batch_errors_cancellation_and_paging_with_the_async_sdk() -> None:
-    with MessagesServer(batch_delay=0.0, batch_error_rate=1.0) as srv:
-        async with async_client(srv) as client:
-            bad = [{"custom_id": "bad", "params": {"model": MODEL, "messages": user("no max_tokens")}}]
-            batch = await client.messages.batches.create(requests=bad)
-            results = [r async for r in await client.messages.batches.results(batch.id)]
-            assert results[0].result.type == "errored"
-            assert results[0].result.error.error.type == "api_error"
-    with MessagesServer(batch_delay=0.0) as srv:
-        async with async_client(srv) as client:
-            bad = [{"custom_id": "bad", "params": {"model": MODEL, "messages": user("no max_tokens")}}]
-            batch = await client.messages.batches.create(requests=bad)
-            results = [r async for r in await client.messages.batches.results(batch.id)]
-            assert results[0].result.type == "errored"
-            assert results[0].result.error.error.type == "invalid_request_error"
+    assert await _error_of_a_request_without_max_tokens(batch_error_rate=1.0) == "api_error"
+    assert await _error_of_a_request_without_max_tokens() == "invalid_request_error"
     with MessagesServer(batch_delay=30.0) as srv:
         async with async_client(srv) as client:
             ids = [(await client.messages.batches.create(requests=_batch_requests(2))).id for _ in range(3)]

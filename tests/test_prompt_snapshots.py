@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -48,26 +49,27 @@ def _shots(qa: QaData, collage, question, examples: str, rng: random.Random) -> 
     return []
 
 
-@pytest.mark.parametrize("examples", EXAMPLES)
-@pytest.mark.parametrize("prompt", PROMPTS)
-def test_mcqa_prompt(snapshot, qa: QaData, prompt: str, examples: str) -> None:
+def _inputs(qa: QaData, examples: str) -> tuple[str, Any, list]:
+    """A prompt's fixed inputs: the rendered collage, the shuffled question and the examples (a seed each)."""
     question = qa.question(0, 1500)
     collage = qa.collage(question, 1500, "middle", random.Random(0))
     shots = _shots(qa, collage, question, examples, random.Random(1))
-    request = build_request(qa.render(collage), shuffle_options(question, random.Random(2)), prompt, shots)
-    assert request.to_json() == snapshot
+    return qa.render(collage), shuffle_options(question, random.Random(2)), shots
+
+
+@pytest.mark.parametrize("examples", EXAMPLES)
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_mcqa_prompt(snapshot, qa: QaData, prompt: str, examples: str) -> None:
+    context, question, shots = _inputs(qa, examples)
+    assert build_request(context, question, prompt, shots).to_json() == snapshot
 
 
 @pytest.mark.parametrize("examples", EXAMPLES)
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_source_qa_prompt(snapshot, qa_source: QaData, prompt: str, examples: str) -> None:
     """Every prompt variant of the study (--longctx-protocol source), on a small collage of raw chunks."""
-    question = qa_source.question(0, 1500)
-    collage = qa_source.collage(question, 1500, "middle", random.Random(0))
-    shots = _shots(qa_source, collage, question, examples, random.Random(1))
-    request = source.build_request(qa_source.render(collage), shuffle_options(question, random.Random(2)), prompt,
-                                   examples, shots)
-    assert request.to_json() == snapshot
+    context, question, shots = _inputs(qa_source, examples)
+    assert source.build_request(context, question, prompt, examples, shots).to_json() == snapshot
 
 
 def test_source_baseline_prompt(snapshot, qa_source: QaData) -> None:

@@ -11,7 +11,10 @@ answers in-process and must send nothing. Two cells run against the real local m
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import anthropic  # noqa: F401  (imported once: in-process runs then reuse it)
@@ -21,6 +24,7 @@ import pytest_longctx.backends.anthropic  # noqa: F401  (same reason)
 from pytest_longctx.backends.local_server import URL_ENV, LocalModelServer
 from pytest_longctx.backends.retry import BASE_ENV
 from pytest_longctx.server import FaultPlan, MessagesServer
+from tests.conftest import golden_runner
 from tests.passkey_api import passkey
 from tests.test_anthropic_run import outcomes
 from tests.test_local_backend import server  # noqa: F401  (the real local model, one per module)
@@ -64,17 +68,50 @@ def standin() -> Iterator[MessagesServer]:
         yield srv
 
 
+def _endpoints(standin: MessagesServer) -> dict[str, str]:
+    """Every provider pointed at the stand-in (and quick retries and batch polls)."""
+    return {"ANTHROPIC_BASE_URL": standin.base_url, "ANTHROPIC_API_KEY": KEY, URL_ENV: standin.base_url,
+            "OPENAI_BASE_URL": standin.base_url + "/v1", "OPENAI_API_KEY": KEY, "LONGCTX_BATCH_POLL": "0.02",
+            BASE_ENV: "0.01"}
+
+
 @pytest.fixture
 def matrix(longctx_runner: Any, standin: MessagesServer, monkeypatch: pytest.MonkeyPatch) -> Any:
     """A pytester project with the pass-key eval, every provider pointed at the stand-in, stats zeroed."""
-    for name, value in (("ANTHROPIC_BASE_URL", standin.base_url), ("ANTHROPIC_API_KEY", KEY),
-                        ("OPENAI_BASE_URL", standin.base_url + "/v1"), ("OPENAI_API_KEY", KEY),
-                        (URL_ENV, standin.base_url), ("LONGCTX_BATCH_POLL", "0.02"), (BASE_ENV, "0.01")):
+    for name, value in _endpoints(standin).items():
         monkeypatch.setenv(name, value)
     standin.set_faults(None)
     standin.reset_stats()
     longctx_runner.pytester.makepyfile(test_eval=EVAL)
     return longctx_runner
+
+
+@dataclass
+class Golden:
+    """A provider's golden run: live, without prefetch, into its cache; and the answers it had generated."""
+
+    run: Any
+    sent: int
+
+    def copy_cache(self, to: Any) -> Path:
+        """A copy of the run's cache as ``to``'s cache (every entry the run wrote)."""
+        return Path(shutil.copytree(self.run.report_dir.parent / "cache", to.pytester.path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def golden(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory,
+           standin: MessagesServer) -> dict[str, Golden]:
+    """One golden run a provider, read by the live, refresh and replay tests (each on a copy of its cache)."""
+    runs: dict[str, Golden] = {}
+    standin.set_faults(None)
+    for provider in PROVIDERS:
+        with golden_runner(request, tmp_path_factory, _endpoints(standin)) as runner:
+            runner.pytester.makepyfile(test_eval=EVAL)
+            standin.reset_stats()
+            run = runner.run(*SAMPLES, "--longctx-prefetch", "off", model=MODELS[provider], cache=True)
+            runs[provider] = Golden(run, sent(standin, provider))
+    standin.reset_stats()
+    return runs
 
 
 def sent(srv: MessagesServer, provider: str) -> int:
@@ -83,10 +120,10 @@ def sent(srv: MessagesServer, provider: str) -> int:
     return endpoints.get(GENERATES[provider], 0) if GENERATES[provider] else sum(endpoints.values())
 
 
-def all_correct(run: Any) -> None:
+def all_correct(run: Any, trials: int = TRIALS) -> None:
     record = run.record
     assert run.ret == 0, run.result.stdout.str()[-3000:]
-    assert outcomes(record) == {"correct": TRIALS, "incorrect": 0, "error": 0}
+    assert outcomes(record) == {"correct": trials, "incorrect": 0, "error": 0}
     assert all(t["answer"] == str(t["expected"]) for t in record["trials"])
 
 
@@ -95,11 +132,12 @@ def all_correct(run: Any) -> None:
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_live_without_prefetch_then_the_rerun_is_served_from_the_cache(matrix: Any, standin: MessagesServer,
+                                                                       golden: dict[str, Golden],
                                                                        provider: str) -> None:
-    first = matrix.run(*SAMPLES, "--longctx-prefetch", "off", model=MODELS[provider], cache=True)
-    all_correct(first)
-    assert sent(standin, provider) == (0 if provider == "fake" else TRIALS)
-    standin.reset_stats()
+    first = golden[provider]
+    all_correct(first.run)
+    assert first.sent == (0 if provider == "fake" else TRIALS)
+    first.copy_cache(matrix)
     again = matrix.run(*SAMPLES, "--longctx-prefetch", "off", model=MODELS[provider], cache=True)
     all_correct(again)
     assert set(standin.stats.endpoints) <= FREE[provider]  # no model call reached the server
@@ -156,29 +194,29 @@ def test_cache_off_asks_every_time(matrix: Any, standin: MessagesServer, provide
 
 @pytest.mark.parametrize("provider", PROVIDERS)
 def test_replay_sends_nothing_and_uncached_trials_are_errors(matrix: Any, standin: MessagesServer,
-                                                             provider: str) -> None:
-    matrix.run("--longctx-samples", "1", "--longctx-prefetch", "off", model=MODELS[provider], cache=True)
-    standin.reset_stats()
-    run = matrix.run(*SAMPLES, "--longctx-cache", "replay", model=MODELS[provider], cache=True)
+                                                             golden: dict[str, Golden], provider: str) -> None:
+    golden[provider].copy_cache(matrix)  # the two samples of the golden run; the third was never asked
+    run = matrix.run("--longctx-samples", "3", "--longctx-cache", "replay", model=MODELS[provider], cache=True)
     assert set(standin.stats.endpoints) <= FREE[provider]
     if provider == "fake":  # answered in-process: nothing to replay, nothing sent
-        all_correct(run)
+        all_correct(run, trials=6)
         return
-    assert run.ret == 1 and outcomes(run.record) == {"correct": 2, "incorrect": 0, "error": 2}
+    assert run.ret == 1 and outcomes(run.record) == {"correct": 4, "incorrect": 0, "error": 2}
     for trial in run.record["trials"]:
         assert trial["cache_hits"] == 1 if trial["outcome"] == "correct" else "replay mode" in trial["error"]
 
 
 @pytest.mark.parametrize("provider", ["local", "anthropic", "openai"])
-def test_refresh_asks_again_and_rewrites_the_cache(matrix: Any, standin: MessagesServer, provider: str) -> None:
-    all_correct(matrix.run(*SAMPLES, "--longctx-prefetch", "off", model=MODELS[provider], cache=True))
-    entries = sorted((matrix.pytester.path / "cache").glob("??/*.json"))
+def test_refresh_asks_again_and_rewrites_the_cache(matrix: Any, standin: MessagesServer, golden: dict[str, Golden],
+                                                   provider: str) -> None:
+    all_correct(golden[provider].run)
+    cache = golden[provider].copy_cache(matrix)
+    entries = sorted(cache.glob("??/*.json"))
     assert len(entries) == TRIALS
-    standin.reset_stats()
     run = matrix.run(*SAMPLES, "--longctx-cache", "refresh", model=MODELS[provider], cache=True)
     all_correct(run)
     assert sent(standin, provider) == TRIALS and run.record["usage"]["cache_hits"] == 0
-    assert sorted((matrix.pytester.path / "cache").glob("??/*.json")) == entries
+    assert sorted(cache.glob("??/*.json")) == entries
 
 
 # --- combinations that make no sense: one line at start-up, nothing sent ---------------------

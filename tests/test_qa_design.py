@@ -14,6 +14,7 @@ from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.pairing import pair_runs
 from pytest_longctx.server.graded import Graded
+from tests.design_checks import assert_design, assert_usage_error
 
 ROOT = Path(__file__).resolve().parent.parent
 QA_KEY = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"
@@ -67,19 +68,13 @@ def test_the_design_is_deterministic_and_says_when_questions_run_out() -> None:
 ])
 def test_the_design_option_defaults_to_blocks_for_a_remote_model(pytester: pytest.Pytester, model: str,
                                                                   args: list[str], design: str) -> None:
-    pytester.makeconftest(
-        "from pytest_longctx.experiments.qa.plugin import qa_options\n"
-        "def pytest_report_header(config):\n"
-        "    return 'qa-design=' + qa_options(config).design\n")
-    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "--longctx-model", model, *args)
-    result.stdout.fnmatch_lines([f"qa-design={design}"])
+    assert_design(pytester, "qa", model, args, design)
 
 
 def test_blocks_under_the_source_protocol_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    result = pytester.runpytest("--collect-only", "--longctx-model", "anthropic/claude-sonnet-4-5",
-                                "--longctx-protocol", "source", "--longctx-qa-design", "blocks")
-    assert result.ret == 4
-    result.stderr.fnmatch_lines(["*--longctx-qa-design blocks: the source protocol keeps the study's full-factorial*"])
+    args = ["--longctx-protocol", "source", "--longctx-qa-design", "blocks"]
+    text = "--longctx-qa-design blocks: the source protocol keeps the study's full-factorial"
+    assert_usage_error(pytester, "anthropic/claude-sonnet-4-5", args, text)
 
 
 def run(pytester: pytest.Pytester, model: str, name: str, data_dir: Path, *args: str) -> tuple[int, dict[str, Any]]:

@@ -7,24 +7,22 @@ Set LONGCTX_KEEP_SCREENSHOT=1 to copy the screenshot to reports/screenshots/ in 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
 import shutil
 import struct
 import subprocess
-import sys
 import zlib
 from html.parser import HTMLParser
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
 import pytest
 
 from pytest_longctx.reporting.html import render_html
+from tests import report_data as data
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -35,20 +33,6 @@ REPO = Path(__file__).resolve().parents[1]
 pytestmark = [pytest.mark.e2e,
               pytest.mark.skipif(not CHROMIUM.exists(), reason="headless browser test: /usr/bin/chromium not installed "
                                  "(apt-get install chromium)")]
-
-
-def _load_report_data() -> ModuleType:
-    name = "longctx_report_data"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("report_data.py"))
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-    return sys.modules[name]
-
-
-data = _load_report_data()
 
 
 def _html(record: dict) -> str:

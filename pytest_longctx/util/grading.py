@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import re
 import string
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pytest_longctx.util.jsonl import BadLine, json_objects
 
 _WS = re.compile(r"\s+")
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -93,16 +94,11 @@ def key_rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             lines = fh.read().splitlines()
     except (OSError, EOFError, UnicodeDecodeError) as exc:
         raise ValueError(f"graded: {path}: cannot read the answer key ({exc})") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip() or line.lstrip().startswith("//"):
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"graded: {path}:{number}: not JSON ({exc.msg})") from None
-        if not isinstance(row, dict):
-            raise ValueError(f"graded: {path}:{number}: expected a JSON object")
-        yield number, row
+    try:
+        yield from json_objects(lines, comments=True)
+    except BadLine as bad:
+        what = f"not JSON ({bad.json_error})" if bad.json_error is not None else "expected a JSON object"
+        raise ValueError(f"graded: {path}:{bad.lineno}: {what}") from None
 
 
 def key_text(row: Mapping[str, Any], name: str, where: str) -> str:

@@ -3,23 +3,43 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pytest_longctx.errors import UsageError
 
 
-def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """(line number, object) for every non-blank line of ``path``."""
-    out: list[tuple[int, dict[str, Any]]] = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
+class BadLine(ValueError):
+    """A line that is not a JSON object: its number and the JSON error (``None``: valid JSON, but not an object).
+
+    Each caller words its own one-line error from it (a usage error, the test server's ``graded:`` error).
+    """
+
+    def __init__(self, lineno: int, json_error: str | None) -> None:
+        self.lineno = lineno
+        self.json_error = json_error
+        super().__init__(f"line {lineno}: {json_error or 'not a JSON object'}")
+
+
+def json_objects(lines: Iterable[str], comments: bool = False) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line (and, with ``comments``, none starting ``//``); raises BadLine."""
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip() or (comments and line.lstrip().startswith("//")):
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise UsageError(f"{path}:{lineno}: invalid JSON ({exc.msg}); fix or remove the line") from None
+            raise BadLine(lineno, exc.msg) from None
         if not isinstance(obj, dict):
-            raise UsageError(f"{path}:{lineno}: expected a JSON object; fix or remove the line")
-        out.append((lineno, obj))
-    return out
+            raise BadLine(lineno, None)
+        yield lineno, obj
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, object) for every non-blank line of ``path``."""
+    try:
+        return list(json_objects(path.read_text(encoding="utf-8").splitlines()))
+    except BadLine as bad:
+        what = f"invalid JSON ({bad.json_error})" if bad.json_error is not None else "expected a JSON object"
+        raise UsageError(f"{path}:{bad.lineno}: {what}; fix or remove the line") from None

@@ -1,0 +1,22 @@
+"""Checks the block-design experiments (qa, litm, docs) share: the design an option resolves to, and bad designs."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def assert_design(pytester: pytest.Pytester, experiment: str, model: str, args: list[str], design: str) -> None:
+    """``experiment``'s design for ``model`` and ``args`` is ``design`` (read in the report header: nothing runs)."""
+    pytester.makeconftest(
+        f"from pytest_longctx.experiments.{experiment}.plugin import {experiment}_options\n"
+        "def pytest_report_header(config):\n"
+        f"    return '{experiment}-design=' + {experiment}_options(config).design\n")
+    result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "--longctx-model", model, *args)
+    result.stdout.fnmatch_lines([f"{experiment}-design={design}"])
+
+
+def assert_usage_error(pytester: pytest.Pytester, model: str, args: list[str], text: str) -> None:
+    """Collecting with ``args`` is a usage error (exit 4) whose message holds ``text``, with no traceback."""
+    result = pytester.runpytest("--collect-only", "--longctx-model", model, *args)
+    assert result.ret == 4
+    assert text in result.stderr.str() and "Traceback" not in result.stderr.str()
