@@ -8,6 +8,7 @@ every fifth index and the last; key at 0, 24, 49, 74 of 75 and 0, 34, 69, 104, 1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.litm.data import KV_KEY_COUNTS
@@ -41,6 +42,13 @@ class LitmOptions:
     baselines: bool = True
     #: --longctx-litm-design resolved: blocks (:mod:`.design`) or full (every question in every QA cell)
     design: str = "full"
+    #: (noun, value as given: None for the default) of each option, for the record's settings
+    given: tuple[tuple[str, object], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as given (None: the default), the design as resolved."""
+        given = {"litm_" + noun.removeprefix("litm-").replace("-", "_"): value for noun, value in self.given}
+        return {**given, "litm_design": self.design}
 
 
 def _positions(text: str) -> str:

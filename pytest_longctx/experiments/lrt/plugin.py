@@ -1,63 +1,43 @@
 """The Little Retrieval Test's pytest plugin (pytest11 entry point ``longctx-lrt``): its tables and figures.
 
 Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
-Imports only pytest and the standard library at module level.
+At module level it imports only pytest, the standard library and its declaration (name, options, defaults).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx import Experiment
+from pytest_longctx.experiments.lrt.options import OPTIONS, LrtOptions, resolve
+
 if TYPE_CHECKING:
-    from pytest_longctx.experiments.lrt.options import LrtOptions
+    from pytest_longctx import Defaults, Settings
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "lrt"
-OPTIONS_KEY = pytest.StashKey["LrtOptions"]()
-Rows = Sequence[Mapping[str, Any]]
+Rows = list[Mapping[str, Any]]
+
+
+def defaults(options: LrtOptions, settings: Settings) -> list[Defaults]:
+    """Trials per cell (the source's 50; 10 on a CPU model) and the sizes and shuffles this run picks."""
+    from pytest_longctx import Defaults
+    from pytest_longctx.experiments.lrt.conditions import lrt_plan
+
+    plan = lrt_plan(settings, options)
+    return [Defaults(EXPERIMENT, plan.samples, {"lines": plan.lines, "shuffles": plan.shuffles})]
+
+
+#: The experiment declared once: its option (--longctx-lrt-lines), its record settings and defaults.
+LRT = Experiment(EXPERIMENT, OPTIONS, resolve, defaults=defaults)
+lrt_options = LRT.options
 
 
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_longctx.hookspecs import register
-
-    register(pluginmanager)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_longctx import add_options
-    from pytest_longctx.experiments.lrt.options import OPTIONS
-
-    add_options(parser, OPTIONS)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
-    from pytest_longctx import active, resolve_options
-    from pytest_longctx.experiments.lrt.options import OPTIONS, resolve
-
-    if active(config):  # not under -p no:longctx
-        config.stash[OPTIONS_KEY] = resolve_options(config, OPTIONS, resolve)
-
-
-def lrt_options(config: pytest.Config) -> LrtOptions:
-    """The run's resolved lrt options."""
-    return config.stash[OPTIONS_KEY]
-
-
-def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    return lrt_options(config).to_json()
-
-
-def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    """Trials per cell (the source's 50; 10 on a CPU model) and the sizes and shuffles this run picks."""
-    from pytest_longctx import Defaults, settings
-    from pytest_longctx.experiments.lrt.conditions import lrt_plan
-
-    plan = lrt_plan(settings(config), lrt_options(config))
-    return [Defaults(EXPERIMENT, plan.samples, {"lines": plan.lines, "shuffles": plan.shuffles})]
+    LRT.register(pluginmanager)
 
 
 def pytest_longctx_evidence() -> list[Any]:
@@ -71,36 +51,28 @@ def pytest_longctx_evidence() -> list[Any]:
                      LengthAxis("lines", tokens="context_tokens"))]
 
 
-def _mine(rows: Rows) -> list[Mapping[str, Any]]:
-    return [r for r in rows if r.get("experiment") == EXPERIMENT]
-
-
+@LRT.own
 def pytest_longctx_chance(cells: Rows, trials: Rows) -> dict[str, float]:
     """A guessed register value is right 1 time in the size of the value range (90,000; source: 10,000)."""
-    if not _mine(cells):
-        return {}
     from pytest_longctx.experiments.lrt.report import chance, protocol_of
 
-    return {EXPERIMENT: chance(protocol_of(_mine(trials)))}
+    return {EXPERIMENT: chance(protocol_of(trials))}
 
 
+@LRT.own
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     """Accuracy vs number of lines per shuffle mode, in the README's layout, and where the misses came from."""
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.lrt.report import lrt_tables
 
-    return lrt_tables(_mine(cells), _mine(trials))
+    return lrt_tables(cells, trials)
 
 
+@LRT.own
 def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.lrt.report import lrt_figures
     from pytest_longctx.reporting.sections import Section
 
-    return [Section(EXPERIMENT, "Line retrieval (lrt)", (EXPERIMENT,), lrt_figures(_mine(cells), _mine(trials)),
-                    order=30)]
+    return [Section(EXPERIMENT, "Line retrieval (lrt)", (EXPERIMENT,), lrt_figures(cells, trials), order=30)]
 
 
 def pytest_longctx_graders() -> list[str]:

@@ -2,71 +2,56 @@
 tables, report section, summary lines and its grader for the local test server.
 
 Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
-Imports only pytest and the standard library at module level.
+At module level it imports only pytest, the standard library and its declaration (name, options, defaults).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx import Experiment
+from pytest_longctx.experiments.needle.options import OPTIONS, NeedleOptions, resolve
+
 if TYPE_CHECKING:
+    from pytest_longctx import Defaults, Settings
     from pytest_longctx.experiments.needle.conditions import NeedlePlan
-    from pytest_longctx.experiments.needle.options import NeedleOptions
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "needle"
-OPTIONS_KEY = pytest.StashKey["NeedleOptions"]()
-Rows = Sequence[Mapping[str, Any]]
+Rows = list[Mapping[str, Any]]
 
 
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_longctx.hookspecs import register
-
-    register(pluginmanager)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_longctx import add_options
-    from pytest_longctx.experiments.needle.options import OPTIONS
-
-    add_options(parser, OPTIONS)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    from pytest_longctx import active, resolve_options
-    from pytest_longctx.experiments.needle.options import OPTIONS, resolve
-
-    if active(config):
-        config.stash[OPTIONS_KEY] = resolve_options(config, OPTIONS, resolve)
-
-
-def needle_options(config: pytest.Config) -> NeedleOptions:
-    return config.stash[OPTIONS_KEY]
-
-
-def plan_of(config: pytest.Config) -> NeedlePlan:
-    from pytest_longctx import settings
+def defaults(options: NeedleOptions, settings: Settings) -> list[Defaults]:
+    """A length cell's trials and the lengths, depths and study cells this run picks."""
+    from pytest_longctx import Defaults
     from pytest_longctx.experiments.needle.conditions import needle_plan
 
-    return needle_plan(settings(config), needle_options(config))
-
-
-def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    return needle_options(config).to_json()
-
-
-def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    from pytest_longctx import Defaults
-
-    plan = plan_of(config)
+    plan = needle_plan(settings, options)
     return [Defaults(EXPERIMENT, plan.samples, {"lengths": list(plan.lengths), "depths": list(plan.depths),
                                                 "distractor_length": plan.distractor_length,
                                                 "abstention_lengths": list(plan.abstention_lengths)},
                      "a length cell's trials; a distractor or abstention cell asks "
                      f"{plan.study_samples}")]
+
+
+#: The experiment declared once: its options (--longctx-needle-*), its record settings and defaults.
+NEEDLE = Experiment(EXPERIMENT, OPTIONS, resolve, defaults=defaults)
+needle_options = NEEDLE.options
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    NEEDLE.register(pluginmanager)
+
+
+def plan_of(config: pytest.Config) -> NeedlePlan:
+    """The run's plan: lengths, depths, samples, study cells."""
+    from pytest_longctx import settings
+    from pytest_longctx.experiments.needle.conditions import needle_plan
+
+    return needle_plan(settings(config), needle_options(config))
 
 
 def pytest_longctx_evidence() -> list[Any]:
@@ -82,26 +67,20 @@ def pytest_longctx_graders() -> list[str]:
     return ["pytest_longctx.experiments.needle.grader:make_grader"]
 
 
-def _mine(rows: Rows) -> list[Mapping[str, Any]]:
-    return [r for r in rows if r.get("experiment") == EXPERIMENT]
-
-
+@NEEDLE.own
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.needle.report import needle_tables
 
-    return needle_tables(_mine(cells), _mine(trials))
+    return needle_tables(cells, trials)
 
 
+@NEEDLE.own
 def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.needle.report import needle_figures
     from pytest_longctx.reporting.sections import Section
 
     return [Section(EXPERIMENT, "Non-literal needles, distractors and abstention (needle)", (EXPERIMENT,),
-                    needle_figures(_mine(cells)), order=45)]
+                    needle_figures(cells), order=45)]
 
 
 def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:

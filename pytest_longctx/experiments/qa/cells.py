@@ -149,7 +149,7 @@ def get_plan(config: pytest.Config, settings: Settings, fixtures: Path) -> QaPla
     """The run's plan, computed once per process."""
     if PLAN_KEY not in config.stash:
         from pytest_longctx import UsageError
-        from pytest_longctx.experiments.qa.options import qa_options
+        from pytest_longctx.experiments.qa.plugin import qa_options
 
         try:
             config.stash[PLAN_KEY] = plan(settings, qa_options(config), fixtures)

@@ -11,8 +11,6 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from pytest_longctx import OptionDef, Settings, UsageError, offering, provider_of, whole_numbers
 
 FR_DATE = OptionDef("fr-date", "2024-02-12", "Federal Register issue date(s) for the qa experiment, comma-separated: "
@@ -98,11 +96,3 @@ def resolve_design(given: object, settings: Settings) -> str:
         raise UsageError(f"{DESIGN.flag} blocks: --longctx-samples all asks every question in every cell; drop one")
     return design
 
-
-#: The run's resolved qa options, set by the plugin's ``pytest_configure``.
-OPTIONS_KEY = pytest.StashKey[QaOptions]()
-
-
-def qa_options(config: pytest.Config) -> QaOptions:
-    """The run's resolved qa options (issue dates, scoring, context sizes)."""
-    return config.stash[OPTIONS_KEY]
