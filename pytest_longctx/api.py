@@ -105,11 +105,11 @@ class Experiment(Generic[T]):
     """An experiment declared once: its name, its options and how they resolve, what the run record's settings
     keep of them, and its defaults for the run's model.
 
-    The declaration is a pytest plugin object (as pytest-xdist's ``DSession``): :meth:`register` it from the
-    ``pytest_addhooks`` of your plugin module or ``conftest.py``. It then registers the options (``--longctx-<noun>``,
-    ini ``longctx_<noun>``), resolves them once at ``pytest_configure`` after the core's settings
-    (``resolve(raw, settings)``, ``raw`` mapping each noun to its value as given: command line, else ini, else the
-    default; a :class:`UsageError` it raises is pytest's one-line usage error, exit 4), and answers
+    The declaration is a pytest plugin object (as pytest-xdist's ``DSession``), registered by one line of your
+    plugin module or ``conftest.py``: ``pytest_addhooks = PASSKEY.register``. It registers the options
+    (``--longctx-<noun>``, ini ``longctx_<noun>``), resolves them once at ``pytest_configure`` after the core's
+    settings (``resolve(raw, settings)``, ``raw`` mapping each noun to its value as given: command line, else ini,
+    else the default; a :class:`UsageError` it raises is pytest's one-line usage error, exit 4), and answers
     ``pytest_longctx_record_settings`` (``record(options, settings)``, by default ``options.to_json()``) and
     ``pytest_longctx_defaults`` (``defaults(options, settings)``). Read the resolved options with :meth:`options`.
     Your experiment's other hooks (tables, report sections, chance, graders...) stay functions of your plugin;
@@ -142,7 +142,9 @@ class Experiment(Generic[T]):
         return f"Experiment({self.name!r})"
 
     def register(self, pluginmanager: pytest.PytestPluginManager) -> None:
-        """From ``pytest_addhooks``: add the plugin's hook specifications and this declaration's hooks."""
+        """Your module's ``pytest_addhooks`` (``pytest_addhooks = PASSKEY.register``, or call it from yours): add the
+        plugin's hook specifications and this declaration's hooks (``pytest_addoption`` and ``pytest_configure``
+        are replayed for it: pytest keeps their history)."""
         from pytest_longctx.hookspecs import register
 
         register(pluginmanager)

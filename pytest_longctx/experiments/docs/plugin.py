@@ -59,10 +59,7 @@ def defaults(options: DocsOptions, s: Settings) -> list[Defaults]:
 #: The experiment declared once: its options (--longctx-docs*), its record settings and defaults.
 DOCS = Experiment(EXPERIMENT, OPTIONS, resolve, record=record, defaults=defaults)
 docs_options = DOCS.options
-
-
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    DOCS.register(pluginmanager)
+pytest_addhooks = DOCS.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
 @pytest.hookimpl(trylast=True)  # after the declaration resolved the options

@@ -52,10 +52,7 @@ def defaults(options: LitmOptions, settings: Settings) -> list[Defaults]:
 #: The experiment declared once: its options (--longctx-litm-*), its record settings and defaults.
 LITM = Experiment("litm", OPTIONS, resolve, defaults=defaults, experiments=EXPERIMENTS)
 litm_options = LITM.options
-
-
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    LITM.register(pluginmanager)
+pytest_addhooks = LITM.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
 def run_settings(config: pytest.Config) -> Any:

@@ -45,10 +45,7 @@ def defaults(options: QaOptions, settings: Settings) -> list[Defaults]:
 #: defaults, for qa and its controls.
 QA = Experiment(EXPERIMENT, OPTIONS, resolve, defaults=defaults, experiments=(EXPERIMENT, *CONTROLS))
 qa_options = QA.options
-
-
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    QA.register(pluginmanager)
+pytest_addhooks = QA.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
 def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:
