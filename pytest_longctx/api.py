@@ -151,7 +151,11 @@ class Experiment(Generic[T]):
         pluginmanager.register(self, f"longctx-experiment-{self.name}")
 
     def options(self, config: pytest.Config) -> T:
-        """The run's resolved options (from ``pytest_configure`` on, on the controller and every worker)."""
+        """The run's resolved options (from ``pytest_configure`` on, on the controller and every worker); resolved
+        on first use, so also a ``pytest_configure`` that pluggy calls before this declaration's can read them."""
+        if self._key not in config.stash:
+            config.stash[self._key] = resolve_options(config, self.option_defs,
+                                                      lambda raw: self._resolved(raw, config))
         return config.stash[self._key]
 
     def own(self, hook: Callable[[list[Mapping[str, Any]], list[Mapping[str, Any]]], R],
@@ -175,7 +179,7 @@ class Experiment(Generic[T]):
     def pytest_configure(self, config: pytest.Config) -> None:
         """Resolve the options once, after the core's settings (not under ``-p no:longctx``)."""
         if active(config):
-            config.stash[self._key] = resolve_options(config, self.option_defs, lambda raw: self._resolved(raw, config))
+            self.options(config)
 
     def _resolved(self, raw: dict[str, Any], config: pytest.Config) -> T:
         return self._resolve(raw, settings(config)) if self._resolve else cast(T, raw)
