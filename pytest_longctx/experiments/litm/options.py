@@ -8,6 +8,7 @@ from typing import Any
 
 from pytest_longctx import OptionDef, Settings
 from pytest_longctx.experiments.litm.plan import LitmOptions, parse_options, resolve_design
+from pytest_longctx.util.blocks import design_help
 
 DOCUMENTS = OptionDef("litm-documents", None, "Lost in the middle: numbers of documents, e.g. 10,20,30 "
                       "(default: 10 for windows under 16K tokens, else 10,20,30)")
@@ -17,10 +18,9 @@ POSITIONS = OptionDef("litm-positions", None, "Lost in the middle: positions of 
                       "all, or 0-based indices like 0,4,9 (default: paper)")
 BASELINES = OptionDef("litm-baselines", None, "Lost in the middle: also run closed-book and oracle QA cells "
                       "(default: true)", bare="true", negated="false")
-DESIGN = OptionDef("litm-design", None, "Lost in the middle: which QA cells ask which questions: blocks (each "
-                   "question at one number of documents, at every gold position; three times the questions for the "
-                   "same trials) or full (every question in every cell) (default: blocks for a remote model under "
-                   "the longctx protocol, else full)")
+DESIGN = OptionDef("litm-design", None, design_help("Lost in the middle: which QA cells", "each question at one "
+                   "number of documents, at every gold position; three times the questions for the same trials",
+                   "question"))
 OPTIONS = (DOCUMENTS, KEYS, POSITIONS, BASELINES, DESIGN)
 
 
