@@ -62,7 +62,6 @@ docs_options = DOCS.options
 pytest_addhooks = DOCS.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
-@pytest.hookimpl(trylast=True)  # after the declaration resolved the options
 def pytest_configure(config: pytest.Config) -> None:
     """An unknown retriever name is a usage error now (one line), not a fixture error later."""
     from pytest_longctx import active

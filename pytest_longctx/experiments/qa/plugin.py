@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_longctx import Experiment
-from pytest_longctx.experiments.qa.options import OPTIONS, QaOptions, resolve
+from pytest_longctx.experiments.qa.conditions import qa_defaults
+from pytest_longctx.experiments.qa.options import OPTIONS, resolve
 
 if TYPE_CHECKING:
-    from pytest_longctx import Defaults, Settings
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "qa"
@@ -23,27 +23,9 @@ CONTROLS = ("qa-baseline", "qa-control")
 Cells = Sequence[Mapping[str, Any]]
 
 
-def defaults(options: QaOptions, settings: Settings) -> list[Defaults]:
-    """Trials per cell of qa and its controls (10 on a CPU model; otherwise the core's default)."""
-    from pytest_longctx import Defaults
-    from pytest_longctx.experiments.qa.cells import CPU_SIZES, CPU_VARIANTS, qa_samples
-
-    n = qa_samples(settings)
-    small = {"context_tokens": list(CPU_SIZES), "variants": list(CPU_VARIANTS)} if n is not None else {}
-    if options.design == "blocks":  # a remote model: many questions, each in a balanced subset of cells
-        from pytest_longctx.experiments.qa.design import SIZES_PER_DEPTH_BLOCK, VARIANTS_PER_BLOCK
-
-        blocks = {"design": "blocks", "variants_per_block": VARIANTS_PER_BLOCK,
-                  "sizes_per_depth_block": SIZES_PER_DEPTH_BLOCK}
-        why = ("each question in 3 prompt variants at one size at every position, or at 2 sizes at every depth: "
-               "256 questions at 20 a cell, so the pooled alarm sees a 5-point drop for today's requests")
-        return [Defaults("qa", n, blocks, why), Defaults("qa-baseline", n), Defaults("qa-control", n)]
-    return [Defaults("qa", n, small), Defaults("qa-baseline", n), Defaults("qa-control", n)]
-
-
 #: The experiment declared once: its options (issue dates, scoring, context sizes, design), record settings and
 #: defaults, for qa and its controls.
-QA = Experiment(EXPERIMENT, OPTIONS, resolve, defaults=defaults, experiments=(EXPERIMENT, *CONTROLS))
+QA = Experiment(EXPERIMENT, OPTIONS, resolve, defaults=qa_defaults, experiments=(EXPERIMENT, *CONTROLS))
 qa_options = QA.options
 pytest_addhooks = QA.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
