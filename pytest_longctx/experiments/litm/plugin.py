@@ -14,43 +14,17 @@ import pytest
 
 from pytest_longctx import Experiment
 from pytest_longctx.experiments.litm.options import OPTIONS, resolve
+from pytest_longctx.experiments.litm.plan import EXPERIMENTS, litm_defaults
 
 if TYPE_CHECKING:
-    from pytest_longctx import Defaults, Settings
     from pytest_longctx.experiments.litm.contexts import Bm25
     from pytest_longctx.experiments.litm.data import KvRow
     from pytest_longctx.experiments.litm.design import LitmDesign
-    from pytest_longctx.experiments.litm.plan import LitmOptions
     from pytest_longctx.reporting.sections import Section
 
 Rows = list[Mapping[str, Any]]
-EXPERIMENTS = ("litm-qa", "litm-kv")
-#: Trials per cell for a remote model: enough distinct questions (rows) that the pooled gate sees a uniform
-#: 5-point drop at the plan's stated assumptions (docs/ci-gating.md, "What a run can detect").
-REMOTE_SAMPLES = 180
-
-
-def defaults(options: LitmOptions, settings: Settings) -> list[Defaults]:
-    """180 questions (rows) a cell for a remote model, so a 5-point drop is visible; otherwise the core's default."""
-    from pytest_longctx import Defaults
-
-    remote = settings.model.profile.runs == "remote"
-    why = "180 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
-    if options.design == "blocks":
-        from pytest_longctx.experiments.litm.design import COUNTS_PER_BLOCK
-
-        blocks = {"design": "blocks", "counts_per_block": COUNTS_PER_BLOCK}
-        qa_why = ("180 questions a cell, each question at one number of documents at every gold position (540 "
-                  "questions for the paper's 10/20/30): the pooled alarm sees a 5-point drop, diffuse or "
-                  "concentrated, for the full design's requests")
-        n = REMOTE_SAMPLES if remote else None
-        return [Defaults("litm-qa", n, blocks, qa_why if remote else ""),
-                Defaults("litm-kv", n, why=why if remote else "")]
-    return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in EXPERIMENTS]
-
-
 #: The experiment declared once: its options (--longctx-litm-*), its record settings and defaults.
-LITM = Experiment("litm", OPTIONS, resolve, defaults=defaults, experiments=EXPERIMENTS)
+LITM = Experiment("litm", OPTIONS, resolve, defaults=litm_defaults, experiments=EXPERIMENTS)
 litm_options = LITM.options
 pytest_addhooks = LITM.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
