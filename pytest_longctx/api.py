@@ -158,6 +158,9 @@ class Experiment(Generic[T]):
                                                       lambda raw: self._resolved(raw, config))
         return config.stash[self._key]
 
+    def _resolved(self, raw: dict[str, Any], config: pytest.Config) -> T:
+        return self._resolve(raw, settings(config)) if self._resolve else cast(T, raw)
+
     def own(self, hook: Callable[[list[Mapping[str, Any]], list[Mapping[str, Any]]], R],
             ) -> Callable[[Rows, Rows], R | None]:
         """Decorate a ``(cells, trials)`` hook (tables, report sections, chance): it gets only the rows of this
@@ -180,9 +183,6 @@ class Experiment(Generic[T]):
         """Resolve the options once, after the core's settings (not under ``-p no:longctx``)."""
         if active(config):
             self.options(config)
-
-    def _resolved(self, raw: dict[str, Any], config: pytest.Config) -> T:
-        return self._resolve(raw, settings(config)) if self._resolve else cast(T, raw)
 
     def pytest_longctx_record_settings(self, config: pytest.Config) -> dict[str, Any]:
         options = self.options(config)
