@@ -5,6 +5,7 @@ load on first use, so importing the package (as pytest does for the plugin) stay
 
 * In a test: the ``longctx`` fixture is a :class:`Trial`; ask with a :class:`Request`, declare the
   expected answer with :meth:`Trial.expect`, record with :meth:`Trial.record`, then ``assert``.
+* Declaring an experiment once (name, options, record settings, defaults for a model): :class:`Experiment`.
 * In ``pytest_addoption`` / ``pytest_configure``: :class:`OptionDef`, :func:`add_options`,
   :func:`option_value`, :func:`resolve_options` and the value parsers :func:`whole_number`,
   :func:`whole_numbers`, :func:`true_or_false`.
@@ -42,6 +43,7 @@ _EXPORTS = {
     "Settings": "pytest_longctx.run_settings:Settings",
     "settings": "pytest_longctx.api:settings",
     "active": "pytest_longctx.api:active",
+    "Experiment": "pytest_longctx.api:Experiment",
     "set_cell_samples": "pytest_longctx.api:set_cell_samples",
     "samples_for": "pytest_longctx.session.defaults:samples_for",
     "Defaults": "pytest_longctx.session.defaults:Defaults",
@@ -102,6 +104,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
+    from pytest_longctx.api import Experiment as Experiment
     from pytest_longctx.api import active as active
     from pytest_longctx.api import add_options as add_options
     from pytest_longctx.api import option_value as option_value

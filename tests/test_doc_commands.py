@@ -45,10 +45,10 @@ def _parsers() -> dict[str, Any]:
 def _switches() -> set[str]:
     """Every switch the core and the built-in experiments declare (a bare flag: the next word is no value)."""
     from pytest_longctx.experiments.docs.options import OPTIONS as DOCS
-    from pytest_longctx.experiments.litm.plugin import _definitions as litm
+    from pytest_longctx.experiments.litm.options import OPTIONS as LITM
     from pytest_longctx.session.options import OPTIONS
 
-    return {o.flag for o in (*OPTIONS, *DOCS, *litm()) if o.bare is not None}
+    return {o.flag for o in (*OPTIONS, *DOCS, *LITM) if o.bare is not None}
 
 
 SWITCHES = _switches()

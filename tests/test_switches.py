@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 
 from pytest_longctx.experiments.docs.options import OPTIONS as DOCS_OPTIONS
-from pytest_longctx.experiments.litm.plugin import _definitions as litm_definitions
+from pytest_longctx.experiments.litm.options import OPTIONS as LITM_OPTIONS
 from pytest_longctx.session.option_def import OptionDef
 from pytest_longctx.session.option_group import normalize_switches
 from pytest_longctx.session.options import OPTIONS
 from tests.passkey_api import MODEL
 
-SWITCHES = [o for o in (*OPTIONS, *litm_definitions(), *DOCS_OPTIONS) if o.bare is not None]
+SWITCHES = [o for o in (*OPTIONS, *LITM_OPTIONS, *DOCS_OPTIONS) if o.bare is not None]
 
 SHOW = '''
 import json
@@ -29,13 +29,13 @@ import pytest
 
 from pytest_longctx import option_value
 from pytest_longctx.experiments.docs.options import OPTIONS as DOCS_OPTIONS
-from pytest_longctx.experiments.litm.plugin import _definitions
+from pytest_longctx.experiments.litm.options import OPTIONS as LITM_OPTIONS
 from pytest_longctx.session.options import OPTIONS
 
 
 @pytest.hookimpl(trylast=True)
 def pytest_configure(config):
-    values = {o.flag: option_value(config, o) for o in (*OPTIONS, *_definitions(), *DOCS_OPTIONS) if o.bare}
+    values = {o.flag: option_value(config, o) for o in (*OPTIONS, *LITM_OPTIONS, *DOCS_OPTIONS) if o.bare}
     Path(config.rootpath, "shown.json").write_text(json.dumps({"values": values, "args": list(config.args)}))
 '''
 

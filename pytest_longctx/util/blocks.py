@@ -59,6 +59,13 @@ def _pair(a: int, b: int) -> tuple[int, int]:
     return (a, b) if a < b else (b, a)
 
 
+def design_help(cells: str, blocks: str, item: str) -> str:
+    """The help text of an experiment's ``--longctx-X-design``: which ``cells`` ask which items, what its
+    blocks design does, and the default :func:`resolve_design` picks."""
+    return (f"{cells} ask which {item}s: blocks ({blocks}) or full (every {item} in every cell) (default: blocks for "
+            "a remote model under the longctx protocol, else full)")
+
+
 def resolve_design(flag: str, given: object, *, remote: bool, protocol: str, samples_all: bool, source: str,
                    item: str) -> str:
     """An experiment's ``flag`` (``--longctx-X-design``): ``blocks`` by default for a remote model under the longctx

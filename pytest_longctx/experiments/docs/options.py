@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_longctx import OptionDef, Settings, UsageError, true_or_false, whole_number
+from pytest_longctx.util.blocks import design_help
 
 DOCS = OptionDef("docs", None, "folder of your own documents for the docs experiment (default: fixtures/docs)")
 REVIEW = OptionDef("docs-review", "required", "which QA items of the docs folder are used: required (approved only) "
@@ -22,10 +23,9 @@ JUDGE = OptionDef("docs-judge", "auto", "also grade every docs answer with the j
                   negated="false")
 CONTEXT = OptionDef("docs-context", None, "largest context the docs experiment builds, in tokens (default: the "
                     "model's window minus 512 for question and answer, at most 1024 for local models)")
-DESIGN = OptionDef("docs-design", None, "which docs size cells ask which items: blocks (every item at every depth, "
-                   "and at a balanced subset of the context sizes in both arms, each size keeping at least 50 items; "
-                   "fewer requests for nearly the same power) or full (every item in every cell) (default: blocks "
-                   "for a remote model under the longctx protocol, else full)")
+DESIGN = OptionDef("docs-design", None, design_help("which docs size cells", "every item at every depth, and at a "
+                   "balanced subset of the context sizes in both arms, each size keeping at least 50 items; fewer "
+                   "requests for nearly the same power", "item"))
 RETRIEVER = OptionDef("docs-retriever", None, "retriever of the docs RAG arm: bm25 (bm25s), dense (wordllama's "
                       "bundled embeddings), hybrid (the two fused by reciprocal rank), or a name your "
                       "pytest_longctx_retriever hook answers (default: hybrid; dense under --longctx-protocol source, "

@@ -1,47 +1,73 @@
 """The docs experiment's pytest plugin (pytest11 entry point ``longctx-docs``): tables, figures, summary lines.
 
 Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
-Imports only pytest and the standard library at module level.
+At module level it imports only pytest, the standard library and its declaration (name, options, defaults).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx import Experiment
+from pytest_longctx.experiments.docs.options import OPTIONS, DocsOptions, resolve
+
 if TYPE_CHECKING:
-    from pytest_longctx.experiments.docs.options import DocsOptions
+    from pytest_longctx import Defaults, Settings
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "docs"
-OPTIONS_KEY = pytest.StashKey["DocsOptions"]()
-Rows = Sequence[Mapping[str, Any]]
+Rows = list[Mapping[str, Any]]
 
 
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_longctx.hookspecs import register
+def record(options: DocsOptions, settings: Settings) -> dict[str, Any]:
+    """The options, and the folder's usable items and documents (for the summary's statement of what they detect)."""
+    from pytest_longctx.experiments.docs.conditions import docs_plan
+    from pytest_longctx.experiments.docs.documents import load_documents
 
-    register(pluginmanager)
+    plan = docs_plan(settings, options)
+    try:
+        documents: int | None = len(load_documents(options.folder_or_default(settings)))
+    except Exception:  # an unreadable folder is the fixture's error to report
+        documents = None
+    return {**options.to_json(), "docs_folder": {"items": plan.items, "documents": documents}}
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_longctx import add_options
-    from pytest_longctx.experiments.docs.options import OPTIONS
+def defaults(options: DocsOptions, s: Settings) -> list[Defaults]:
+    """Trials per cell (10 on a CPU model; every reviewed item, up to 200, on a remote one; otherwise the core's),
+    capped by the reviewed items there are."""
+    from pytest_longctx import Defaults
+    from pytest_longctx.experiments.docs.conditions import docs_plan
 
-    add_options(parser, OPTIONS)
+    plan = docs_plan(s, options)
+    conditions: dict[str, Any] = {"depths": plan.depths, "context_fractions": plan.fractions, "items": plan.items,
+                                  "context": options.context}
+    if plan.design == "blocks":
+        from pytest_longctx.experiments.docs.design import fractions_per_item
+
+        n = plan.per_cell(int(s.samples) if s.samples_given else (plan.samples or s.model.profile.default_samples))
+        k = fractions_per_item(n, len(plan.fractions))  # of the items this run asks (--longctx-samples)
+        conditions.update(design="blocks", fractions_per_item=k)
+        why = (f"every item at every depth and at {k} of the {len(plan.fractions)} context sizes in both arms: "
+               "nearly the full design's power for fewer requests (a folder's items are all there is)")
+        return [Defaults(EXPERIMENT, plan.samples, conditions, why)]
+    return [Defaults(EXPERIMENT, plan.samples, conditions)]
+
+
+#: The experiment declared once: its options (--longctx-docs*), its record settings and defaults.
+DOCS = Experiment(EXPERIMENT, OPTIONS, resolve, record=record, defaults=defaults)
+docs_options = DOCS.options
+pytest_addhooks = DOCS.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
-    from pytest_longctx import active, resolve_options, settings
-    from pytest_longctx.experiments.docs.options import OPTIONS, resolve
+    """An unknown retriever name is a usage error now (one line), not a fixture error later."""
+    from pytest_longctx import active
 
-    if active(config):  # not under -p no:longctx
-        options = resolve_options(config, OPTIONS, lambda raw: resolve(raw, settings(config)))
-        config.stash[OPTIONS_KEY] = options
-        retriever(config, options.retriever)  # an unknown name is a usage error now, not a fixture error later
+    if active(config):
+        retriever(config, docs_options(config).retriever)
 
 
 def retriever(config: pytest.Config, name: str) -> Any:
@@ -55,52 +81,6 @@ def retriever(config: pytest.Config, name: str) -> Any:
     return make_retriever(name, hooked)
 
 
-def docs_options(config: pytest.Config) -> DocsOptions:
-    """The run's resolved docs options."""
-    return config.stash[OPTIONS_KEY]
-
-
-def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    """The options, and the folder's usable items and documents (for the summary's statement of what they detect)."""
-    from pytest_longctx import settings
-    from pytest_longctx.experiments.docs.conditions import docs_plan
-    from pytest_longctx.experiments.docs.documents import load_documents
-
-    options = docs_options(config)
-    plan = docs_plan(settings(config), options)
-    try:
-        documents: int | None = len(load_documents(options.folder_or_default(settings(config))))
-    except Exception:  # an unreadable folder is the fixture's error to report
-        documents = None
-    return {**options.to_json(), "docs_folder": {"items": plan.items, "documents": documents}}
-
-
-def _mine(rows: Rows) -> list[Mapping[str, Any]]:
-    return [r for r in rows if r.get("experiment") == EXPERIMENT]
-
-
-def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    """Trials per cell (10 on a CPU model; every reviewed item, up to 200, on a remote one; otherwise the core's),
-    capped by the reviewed items there are."""
-    from pytest_longctx import Defaults, settings
-    from pytest_longctx.experiments.docs.conditions import docs_plan
-
-    plan = docs_plan(settings(config), docs_options(config))
-    conditions: dict[str, Any] = {"depths": plan.depths, "context_fractions": plan.fractions, "items": plan.items,
-                  "context": docs_options(config).context}
-    if plan.design == "blocks":
-        from pytest_longctx.experiments.docs.design import fractions_per_item
-
-        s = settings(config)
-        n = plan.per_cell(int(s.samples) if s.samples_given else (plan.samples or s.model.profile.default_samples))
-        k = fractions_per_item(n, len(plan.fractions))  # of the items this run asks (--longctx-samples)
-        conditions.update(design="blocks", fractions_per_item=k)
-        why = (f"every item at every depth and at {k} of the {len(plan.fractions)} context sizes in both arms: "
-               "nearly the full design's power for fewer requests (a folder's items are all there is)")
-        return [Defaults(EXPERIMENT, plan.samples, conditions, why)]
-    return [Defaults(EXPERIMENT, plan.samples, conditions)]
-
-
 def pytest_longctx_evidence() -> list[Any]:
     """Sample i asks one reviewed QA item in every depth, size and arm cell: the item is the unit of evidence."""
     from pytest_longctx import Evidence, LengthAxis
@@ -111,24 +91,21 @@ def pytest_longctx_evidence() -> list[Any]:
                      LengthAxis("context_fraction", tokens="context_tokens", where={"arm": "long-context"}))]
 
 
+@DOCS.own
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     """Accuracy by answer depth and context size, long context vs retrieval, in the write-up's layout."""
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.docs.knobs_report import knob_tables
     from pytest_longctx.experiments.docs.report import docs_tables
 
-    return docs_tables(_mine(cells), _mine(trials)) + knob_tables(_mine(cells), _mine(trials))
+    return docs_tables(cells, trials) + knob_tables(cells, trials)
 
 
+@DOCS.own
 def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.docs.report import docs_figures
     from pytest_longctx.reporting.sections import Section
 
-    return [Section(EXPERIMENT, "Your documents (docs)", (EXPERIMENT,), docs_figures(_mine(cells), _mine(trials)),
-                    order=40)]
+    return [Section(EXPERIMENT, "Your documents (docs)", (EXPERIMENT,), docs_figures(cells, trials), order=40)]
 
 
 def pytest_longctx_summary_lines(record: Mapping[str, Any]) -> list[str]:

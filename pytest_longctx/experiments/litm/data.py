@@ -12,9 +12,10 @@ import gzip
 import json
 import os
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_longctx.corpus.lookup import CorpusFile, find_corpus
 from pytest_longctx.errors import UsageError
@@ -39,6 +40,7 @@ FILES: dict[str, tuple[str, str]] = {
 }
 #: Key counts with a shipped file (the paper's 300-key file is not available).
 KV_KEY_COUNTS = (75, 140)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -103,30 +105,39 @@ def _rows(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def load_questions(path: Path) -> list[Question]:
-    """The oracle file's questions with their gold passage (``ctxs[0]``, the one marked ``isgold``)."""
+def _parsed(path: Path, parse: Callable[[int, dict[str, Any]], T], expected: str) -> list[T]:
+    """Each row of the file through ``parse(index, row)``; a row it cannot read is a UsageError naming its line."""
     out = []
     for i, row in enumerate(_rows(path)):
         try:
-            gold = next(c for c in row["ctxs"] if c.get("isgold"))
-            out.append(Question(i, str(row["question"]), tuple(str(a) for a in row["answers"]),
-                                str(gold["title"]), str(gold["text"])))
-        except (KeyError, TypeError, StopIteration):
-            raise UsageError(f"{path}:{i + 1}: expected question, answers and a ctxs entry with isgold") from None
+            out.append(parse(i, row))
+        except (KeyError, TypeError, ValueError, StopIteration):
+            raise UsageError(f"{path}:{i + 1}: expected {expected}") from None
     return out
+
+
+def _question(i: int, row: dict[str, Any]) -> Question:
+    gold = next(c for c in row["ctxs"] if c.get("isgold"))
+    return Question(i, str(row["question"]), tuple(str(a) for a in row["answers"]), str(gold["title"]),
+                    str(gold["text"]))
+
+
+def load_questions(path: Path) -> list[Question]:
+    """The oracle file's questions with their gold passage (``ctxs[0]``, the one marked ``isgold``)."""
+    return _parsed(path, _question, "question, answers and a ctxs entry with isgold")
+
+
+def _kv_row(i: int, row: dict[str, Any]) -> KvRow:
+    return KvRow(i, tuple((str(k), str(v)) for k, v in row["ordered_kv_records"]), str(row["key"]),
+                 str(row["value"]))
 
 
 def load_kv(path: Path) -> list[KvRow]:
     """The key-value rows of one file, records in the file's order."""
-    out = []
-    for i, row in enumerate(_rows(path)):
-        try:
-            records = tuple((str(k), str(v)) for k, v in row["ordered_kv_records"])
-            out.append(KvRow(i, records, str(row["key"]), str(row["value"])))
-        except (KeyError, TypeError, ValueError):
-            raise UsageError(f"{path}:{i + 1}: expected ordered_kv_records, key and value") from None
-        if (out[-1].key, out[-1].value) not in records:
-            raise UsageError(f"{path}:{i + 1}: the key to retrieve is not among its records")
+    out = _parsed(path, _kv_row, "ordered_kv_records, key and value")
+    for row in out:
+        if (row.key, row.value) not in row.records:
+            raise UsageError(f"{path}:{row.index + 1}: the key to retrieve is not among its records")
     return out
 
 

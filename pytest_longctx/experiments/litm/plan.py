@@ -8,7 +8,9 @@ every fifth index and the last; key at 0, 24, 49, 74 of 75 and 0, 34, 69, 104, 1
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
+from pytest_longctx import Defaults, Settings
 from pytest_longctx.errors import UsageError
 from pytest_longctx.experiments.litm.data import KV_KEY_COUNTS
 
@@ -27,6 +29,8 @@ KV_POSITIONS: dict[int, tuple[int, ...]] = {
 SMALL_WINDOW = 16_000
 SMALL_DOCUMENTS = (10,)
 SMALL_KEYS = (75,)
+#: The experiments' names in the records: the QA task and the key-value task.
+EXPERIMENTS = ("litm-qa", "litm-kv")
 #: Documents a run may ask for (the oracle file holds 2,655 passages; distractors must contain no answer).
 MAX_DOCUMENTS = 100
 
@@ -41,6 +45,13 @@ class LitmOptions:
     baselines: bool = True
     #: --longctx-litm-design resolved: blocks (:mod:`.design`) or full (every question in every QA cell)
     design: str = "full"
+    #: (noun, value as given: None for the default) of each option, for the record's settings
+    given: tuple[tuple[str, object], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as given (None: the default), the design as resolved."""
+        given = {"litm_" + noun.removeprefix("litm-").replace("-", "_"): value for noun, value in self.given}
+        return {**given, "litm_design": self.design}
 
 
 def _positions(text: str) -> str:
@@ -124,3 +135,25 @@ def kv_cells(options: LitmOptions, window: int) -> list[tuple[int, int]]:
             raise UsageError(f"--longctx-litm-positions: none of {options.positions} is below {n} keys")
         cells.extend((n, p) for p in picked)
     return cells
+
+
+#: Trials per cell for a remote model: enough distinct questions (rows) that the pooled gate sees a uniform
+#: 5-point drop at the plan's stated assumptions (docs/ci-gating.md, "What a run can detect").
+REMOTE_SAMPLES = 180
+
+
+def litm_defaults(options: LitmOptions, settings: Settings) -> list[Defaults]:
+    """180 questions (rows) a cell for a remote model, so a 5-point drop is visible; otherwise the core's default."""
+    remote = settings.model.profile.runs == "remote"
+    why = "180 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
+    if options.design == "blocks":
+        from pytest_longctx.experiments.litm.design import COUNTS_PER_BLOCK
+
+        blocks = {"design": "blocks", "counts_per_block": COUNTS_PER_BLOCK}
+        qa_why = ("180 questions a cell, each question at one number of documents at every gold position (540 "
+                  "questions for the paper's 10/20/30): the pooled alarm sees a 5-point drop, diffuse or "
+                  "concentrated, for the full design's requests")
+        n = REMOTE_SAMPLES if remote else None
+        return [Defaults("litm-qa", n, blocks, qa_why if remote else ""),
+                Defaults("litm-kv", n, why=why if remote else "")]
+    return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in EXPERIMENTS]

@@ -1,7 +1,7 @@
 """The experiment's pytest plugin (pytest11 entry point ``longctx-litm``): options, data fixtures, report parts.
 
 Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
-Imports only pytest and the standard library at module level, like the core plugin.
+At module level it imports only pytest, the standard library and its declaration (name, options, defaults).
 """
 
 from __future__ import annotations
@@ -12,71 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx import Experiment
+from pytest_longctx.experiments.litm.options import OPTIONS, resolve
+from pytest_longctx.experiments.litm.plan import EXPERIMENTS, litm_defaults
+
 if TYPE_CHECKING:
     from pytest_longctx.experiments.litm.contexts import Bm25
     from pytest_longctx.experiments.litm.data import KvRow
     from pytest_longctx.experiments.litm.design import LitmDesign
-    from pytest_longctx.experiments.litm.plan import LitmOptions
     from pytest_longctx.reporting.sections import Section
 
-#: (option noun, help) of the experiment's options; CLI ``--longctx-<noun>``, ini ``longctx_<noun>``.
-OPTIONS = (
-    ("litm-documents", "Lost in the middle: numbers of documents, e.g. 10,20,30 "
-                       "(default: 10 for windows under 16K tokens, else 10,20,30)"),
-    ("litm-keys", "Lost in the middle: numbers of key-value pairs, 75 and/or 140 "
-                  "(default: 75 for windows under 16K tokens, else 75,140)"),
-    ("litm-positions", "Lost in the middle: positions of the relevant document/key: paper, all, or 0-based "
-                       "indices like 0,4,9 (default: paper)"),
-    ("litm-baselines", "Lost in the middle: also run closed-book and oracle QA cells (default: true)"),
-    ("litm-design", "Lost in the middle: which QA cells ask which questions: blocks (each question at one number "
-                    "of documents, at every gold position; three times the questions for the same trials) or full "
-                    "(every question in every cell) (default: blocks for a remote model under the longctx "
-                    "protocol, else full)"),
-)
-#: The switches among them: noun -> (value of the bare flag, value of its --no- form).
-SWITCHES = {"litm-baselines": ("true", "false")}
-OPTIONS_KEY = pytest.StashKey["LitmOptions"]()
-
-
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_longctx.hookspecs import register
-
-    register(pluginmanager)
-
-
-def _definitions() -> tuple[Any, ...]:
-    """:data:`OPTIONS` as the plugin's ``OptionDef`` (no default: the plan decides per window)."""
-    from pytest_longctx import OptionDef
-
-    return tuple(OptionDef(noun, None, text, bare=SWITCHES.get(noun, (None, None))[0],
-                           negated=SWITCHES.get(noun, (None, None))[1]) for noun, text in OPTIONS)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_longctx import add_options
-
-    add_options(parser, _definitions())
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Resolve CLI > ini > default once; a bad value is a usage error (one line)."""
-    from pytest_longctx import active, resolve_options, settings
-    from pytest_longctx.experiments.litm.plan import parse_options, resolve_design
-
-    def resolve(raw: Mapping[str, Any]) -> LitmOptions:
-        s = settings(config)
-        design = resolve_design(raw["litm-design"], remote=s.model.profile.runs == "remote", protocol=s.protocol,
-                                samples_all=s.samples_all)
-        documents, keys, positions, baselines = (raw[n] for n, _ in OPTIONS if n != "litm-design")
-        return parse_options(documents, keys, positions, baselines, design=design)
-
-    if active(config):  # not under -p no:longctx
-        config.stash[OPTIONS_KEY] = resolve_options(config, _definitions(), resolve)
-
-
-def litm_options(config: pytest.Config) -> LitmOptions:
-    """The run's resolved options."""
-    return config.stash[OPTIONS_KEY]
+Rows = list[Mapping[str, Any]]
+#: The experiment declared once: its options (--longctx-litm-*), its record settings and defaults.
+LITM = Experiment("litm", OPTIONS, resolve, defaults=litm_defaults, experiments=EXPERIMENTS)
+litm_options = LITM.options
+pytest_addhooks = LITM.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
 def run_settings(config: pytest.Config) -> Any:
@@ -84,38 +34,6 @@ def run_settings(config: pytest.Config) -> Any:
     from pytest_longctx import settings
 
     return settings(config)
-
-
-Rows = Sequence[Mapping[str, Any]]
-EXPERIMENTS = ("litm-qa", "litm-kv")
-
-
-def _mine(rows: Rows) -> list[Mapping[str, Any]]:
-    return [r for r in rows if r.get("experiment") in EXPERIMENTS]
-
-
-#: Trials per cell for a remote model: enough distinct questions (rows) that the pooled gate sees a uniform
-#: 5-point drop at the plan's stated assumptions (docs/ci-gating.md, "What a run can detect").
-REMOTE_SAMPLES = 180
-
-
-def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    """180 questions (rows) a cell for a remote model, so a 5-point drop is visible; otherwise the core's default."""
-    from pytest_longctx import Defaults, settings
-
-    remote = settings(config).model.profile.runs == "remote"
-    why = "180 distinct questions (rows): a uniform 5-point drop is seen at intra-item correlation 0.5"
-    if litm_options(config).design == "blocks":
-        from pytest_longctx.experiments.litm.design import COUNTS_PER_BLOCK
-
-        blocks = {"design": "blocks", "counts_per_block": COUNTS_PER_BLOCK}
-        qa_why = ("180 questions a cell, each question at one number of documents at every gold position (540 "
-                  "questions for the paper's 10/20/30): the pooled alarm sees a 5-point drop, diffuse or "
-                  "concentrated, for the full design's requests")
-        n = REMOTE_SAMPLES if remote else None
-        return [Defaults("litm-qa", n, blocks, qa_why if remote else ""),
-                Defaults("litm-kv", n, why=why if remote else "")]
-    return [Defaults(name, REMOTE_SAMPLES, why=why) if remote else Defaults(name) for name in ("litm-qa", "litm-kv")]
 
 
 def pytest_longctx_evidence() -> list[Any]:
@@ -130,32 +48,22 @@ def pytest_longctx_evidence() -> list[Any]:
                      LengthAxis("keys", tokens="context_tokens"))]
 
 
+@LITM.own
 def pytest_longctx_tables(cells: Rows, trials: Rows) -> list[dict[str, Any]]:
     """The paper's accuracy-by-position tables (QA per number of documents, KV per number of keys)."""
-    if not _mine(cells):
-        return []
     from pytest_longctx.experiments.litm.report import litm_tables
 
-    return litm_tables(_mine(cells), _mine(trials))
+    return litm_tables(cells, trials)
 
 
+@LITM.own
 def pytest_longctx_report_sections(cells: Rows, trials: Rows) -> list[Section]:
     """One section with the paper's figures: accuracy vs position of the relevant information (the U curve)."""
-    if not _mine(cells):
-        return []
     from pytest_longctx import Section
     from pytest_longctx.experiments.litm.figure import litm_figures
 
-    return [Section("litm", "Lost in the middle (litm-qa, litm-kv)", EXPERIMENTS, list(litm_figures(_mine(cells))),
+    return [Section("litm", "Lost in the middle (litm-qa, litm-kv)", EXPERIMENTS, list(litm_figures(cells)),
                     order=50)]
-
-
-def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    """The --longctx-litm-* options as given (None: the default); the design as resolved."""
-    from pytest_longctx import option_value
-
-    given = {"litm_" + d.noun.removeprefix("litm-").replace("-", "_"): option_value(config, d) for d in _definitions()}
-    return {**given, "litm_design": litm_options(config).design}
 
 
 def data_path(config: pytest.Config, name: str) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pytest_longctx import Settings
+from pytest_longctx import Defaults, Settings
 from pytest_longctx.experiments.lrt.options import LrtOptions
 
 #: cl100k tokens of one register line, measured (e.g. "line 1234: REGISTER_CONTENT is <56789>"); the
@@ -96,3 +96,9 @@ def lrt_plan(settings: Settings, options: LrtOptions | None = None) -> LrtPlan:
     else:
         shuffles = list(CPU_SHUFFLES if cpu else SHUFFLES)
     return LrtPlan(lines=lines, shuffles=shuffles, samples=lrt_samples(settings), skipped=skipped, window=window)
+
+
+def lrt_defaults(options: LrtOptions, settings: Settings) -> list[Defaults]:
+    """Trials per cell (the source's 50; 10 on a CPU model) and the sizes and shuffles this run picks."""
+    plan = lrt_plan(settings, options)
+    return [Defaults("lrt", plan.samples, {"lines": plan.lines, "shuffles": plan.shuffles})]

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pytest_longctx import Settings
+from pytest_longctx import Defaults, Settings
 from pytest_longctx.experiments.needle.options import NeedleOptions
 
 REMOTE_LENGTHS = (1000, 2000, 4000, 8000, 16000, 32000)
@@ -70,6 +70,15 @@ def needle_plan(settings: Settings, options: NeedleOptions) -> NeedlePlan:
         distractor, abstention = short, (short,)
     return NeedlePlan(lengths, tuple(depths), CPU_SAMPLES if cpu else REMOTE_SAMPLES,
                       CPU_STUDY_SAMPLES if cpu else STUDY_SAMPLES, distractor, abstention, skipped, window)
+
+
+def needle_defaults(options: NeedleOptions, settings: Settings) -> list[Defaults]:
+    """A length cell's trials and the lengths, depths and study cells this run picks."""
+    plan = needle_plan(settings, options)
+    return [Defaults("needle", plan.samples, {"lengths": list(plan.lengths), "depths": list(plan.depths),
+                                              "distractor_length": plan.distractor_length,
+                                              "abstention_lengths": list(plan.abstention_lengths)},
+                     f"a length cell's trials; a distractor or abstention cell asks {plan.study_samples}")]
 
 
 def item_index(sample: int, block: int, samples: int, count: int) -> int:

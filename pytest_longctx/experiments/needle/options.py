@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_longctx import OptionDef, UsageError, whole_numbers
+from pytest_longctx import OptionDef, Settings, UsageError, whole_numbers
 
 LENGTHS = OptionDef("needle-lengths", None, "needle context lengths in tokens, comma-separated, e.g. 1000,4000,16000 "
                     "(default: 1K..32K within the model's window; a CPU model: 300,600)")
@@ -29,7 +29,8 @@ class NeedleOptions:
                 "needle_haystack": self.haystack}
 
 
-def resolve(raw: dict[str, Any]) -> NeedleOptions:
+def resolve(raw: dict[str, Any], settings: Settings) -> NeedleOptions:
+    """The options as given, checked; the plan (``conditions.needle_plan``) fits them to the model."""
     depths = whole_numbers(DEPTHS, raw["needle-depths"], 0)
     if any(d > 100 for d in depths):
         raise UsageError(f"--longctx-needle-depths: {raw['needle-depths']!r}: depths are percents from 0 to 100")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_longctx import UsageError
+from pytest_longctx.util.jsonl import read_jsonl
 
 #: The data shipped with the project (the repository's fixtures/needle).
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "needle"
@@ -84,13 +85,7 @@ def load_data(folder: Path = FIXTURES) -> NeedleData:
     names = tuple(n.strip() for n in (folder / "names.txt").read_text(encoding="utf-8").splitlines() if n.strip())
     path = folder / "pairs.jsonl"
     pairs: list[Pair] = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise _fail(path, number, f"not JSON ({exc.msg})") from None
+    for number, row in read_jsonl(path):  # a line that is no JSON object is a one-line error too
         category = categories.get(str(row.get("category")))
         if category is None:
             raise _fail(path, number, f"unknown category {row.get('category')!r} (known: {', '.join(categories)})")

@@ -17,7 +17,7 @@ from pytest_longctx.corpus.lookup import CorpusNotFound
 from pytest_longctx.corpus.missing import data_missing
 from pytest_longctx.corpus.tokens import TiktokenCounter
 from pytest_longctx.experiments.qa import baseline, source
-from pytest_longctx.experiments.qa.conditions import CANDIDATES, RESERVE, qa_sizes
+from pytest_longctx.experiments.qa.conditions import CANDIDATES, CPU_SIZES, CPU_VARIANTS, RESERVE, qa_sizes
 from pytest_longctx.experiments.qa.federal_register import Issue, fr_issue, load_issue, locate
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.experiments.qa.options import FR_DATE, QaOptions
@@ -85,16 +85,6 @@ def question_file(root: Path, options: QaOptions) -> Path:
     return root / "questions" / f"FR-{dates(options)[0]}.jsonl"
 
 
-#: This experiment's defaults for a small model on the CPU (8K window): 1,000-token contexts, the plain prompt
-#: without examples at the beginning, middle and end, no depth sweep, 10 trials a cell (qa and its controls).
-CPU_SIZES, CPU_VARIANTS, CPU_SAMPLES = (1000,), ("plain/none",), 10
-
-
-def qa_samples(settings: Settings) -> int | None:
-    """Trials per qa (and control) cell this experiment defaults to (None: the core's default for the model)."""
-    return CPU_SAMPLES if settings.model.profile.runs == "cpu" else None
-
-
 def plan(settings: Settings, options: QaOptions, fixtures: Path) -> QaPlan:
     """Decide the qa cells from the settings, the model, the corpus and the stored baseline."""
     cpu = settings.model.profile.runs == "cpu"  # small contexts and 10 trials a cell under either protocol
@@ -149,7 +139,7 @@ def get_plan(config: pytest.Config, settings: Settings, fixtures: Path) -> QaPla
     """The run's plan, computed once per process."""
     if PLAN_KEY not in config.stash:
         from pytest_longctx import UsageError
-        from pytest_longctx.experiments.qa.options import qa_options
+        from pytest_longctx.experiments.qa.plugin import qa_options
 
         try:
             config.stash[PLAN_KEY] = plan(settings, qa_options(config), fixtures)

@@ -11,9 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-import pytest
-
 from pytest_longctx import OptionDef, Settings, UsageError, offering, provider_of, whole_numbers
+from pytest_longctx.util.blocks import design_help
 
 FR_DATE = OptionDef("fr-date", "2024-02-12", "Federal Register issue date(s) for the qa experiment, comma-separated: "
                     "the first holds the questions, further issues add distractor sections (default: 2024-02-12)")
@@ -22,10 +21,9 @@ SCORING = OptionDef("scoring", None, "multiple choice: generate (read the answer
                     "the source protocol always generates)")
 CONTEXT_SIZES = OptionDef("context-sizes", None, "qa context sizes in tokens, comma-separated, e.g. 70000,95000 "
                           "(default: the model profile's sizes, never more than the corpus fills)")
-DESIGN = OptionDef("qa-design", None, "which qa cells ask which questions: blocks (each question in a balanced "
-                   "subset of the cells: three prompt variants at one size at every position, or two sizes at every "
-                   "depth; many more questions for the same trials) or full (every question in every cell) (default: "
-                   "blocks for a remote model under the longctx protocol, else full)")
+DESIGN = OptionDef("qa-design", None, design_help("which qa cells", "each question in a balanced subset of the "
+                   "cells: three prompt variants at one size at every position, or two sizes at every depth; many "
+                   "more questions for the same trials", "question"))
 OPTIONS = (FR_DATE, SCORING, CONTEXT_SIZES, DESIGN)
 DESIGNS = ("blocks", "full")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
@@ -98,11 +96,3 @@ def resolve_design(given: object, settings: Settings) -> str:
         raise UsageError(f"{DESIGN.flag} blocks: --longctx-samples all asks every question in every cell; drop one")
     return design
 
-
-#: The run's resolved qa options, set by the plugin's ``pytest_configure``.
-OPTIONS_KEY = pytest.StashKey[QaOptions]()
-
-
-def qa_options(config: pytest.Config) -> QaOptions:
-    """The run's resolved qa options (issue dates, scoring, context sizes)."""
-    return config.stash[OPTIONS_KEY]

@@ -1,7 +1,7 @@
 """The qa experiment's pytest plugin (pytest11 entry point ``longctx-qa``): its report parts and its end of run.
 
 Uses only the plugin's hooks (``pytest_longctx.hookspecs``) and public API, as a user's plugin would.
-Imports only pytest and the standard library at module level.
+At module level it imports only pytest, the standard library and its declaration (name, options, defaults).
 """
 
 from __future__ import annotations
@@ -11,8 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_longctx import Experiment
+from pytest_longctx.experiments.qa.conditions import qa_defaults
+from pytest_longctx.experiments.qa.options import OPTIONS, resolve
+
 if TYPE_CHECKING:
-    from pytest_longctx.experiments.qa.options import QaOptions
     from pytest_longctx.reporting.sections import Section
 
 EXPERIMENT = "qa"
@@ -20,60 +23,15 @@ CONTROLS = ("qa-baseline", "qa-control")
 Cells = Sequence[Mapping[str, Any]]
 
 
-def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from pytest_longctx.hookspecs import register
-
-    register(pluginmanager)
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    from pytest_longctx import add_options
-    from pytest_longctx.experiments.qa.options import OPTIONS
-
-    add_options(parser, OPTIONS)
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Resolve the options once, after the core's settings; a bad value is a usage error (one line)."""
-    from pytest_longctx import active, resolve_options, settings
-    from pytest_longctx.experiments.qa.options import OPTIONS, OPTIONS_KEY, resolve
-
-    if active(config):  # not under -p no:longctx
-        config.stash[OPTIONS_KEY] = resolve_options(config, OPTIONS, lambda raw: resolve(raw, settings(config)))
-
-
-def qa_options(config: pytest.Config) -> QaOptions:
-    """The run's resolved qa options (issue dates, scoring, context sizes)."""
-    from pytest_longctx.experiments.qa.options import qa_options as resolved
-
-    return resolved(config)
-
-
-def pytest_longctx_record_settings(config: pytest.Config) -> dict[str, Any]:
-    return qa_options(config).to_json()
+#: The experiment declared once: its options (issue dates, scoring, context sizes, design), record settings and
+#: defaults, for qa and its controls.
+QA = Experiment(EXPERIMENT, OPTIONS, resolve, defaults=qa_defaults, experiments=(EXPERIMENT, *CONTROLS))
+qa_options = QA.options
+pytest_addhooks = QA.register  # the declaration's hooks (it is a plugin object) and the hook specifications
 
 
 def _only(rows: Cells, names: Sequence[str]) -> list[Mapping[str, Any]]:
     return [r for r in rows if r.get("experiment") in names]
-
-
-def pytest_longctx_defaults(config: pytest.Config) -> list[Any]:
-    """Trials per cell of qa and its controls (10 on a CPU model; otherwise the core's default)."""
-    from pytest_longctx import Defaults, settings
-    from pytest_longctx.experiments.qa.cells import CPU_SIZES, CPU_VARIANTS, qa_samples
-
-    s = settings(config)
-    n = qa_samples(s)
-    small = {"context_tokens": list(CPU_SIZES), "variants": list(CPU_VARIANTS)} if n is not None else {}
-    if qa_options(config).design == "blocks":  # a remote model: many questions, each in a balanced subset of cells
-        from pytest_longctx.experiments.qa.design import SIZES_PER_DEPTH_BLOCK, VARIANTS_PER_BLOCK
-
-        blocks = {"design": "blocks", "variants_per_block": VARIANTS_PER_BLOCK,
-                  "sizes_per_depth_block": SIZES_PER_DEPTH_BLOCK}
-        why = ("each question in 3 prompt variants at one size at every position, or at 2 sizes at every depth: "
-               "256 questions at 20 a cell, so the pooled alarm sees a 5-point drop for today's requests")
-        return [Defaults("qa", n, blocks, why), Defaults("qa-baseline", n), Defaults("qa-control", n)]
-    return [Defaults("qa", n, small), Defaults("qa-baseline", n), Defaults("qa-control", n)]
 
 
 def pytest_longctx_evidence() -> list[Any]:
