@@ -36,7 +36,7 @@ from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle
 from pytest_longctx.dispatch.plan import read_plan
-from pytest_longctx.dispatch.prefetch import sent_path, stopped_path, write_error
+from pytest_longctx.dispatch.workdir import mark_sent, stopped_path, write_error
 from pytest_longctx.errors import UsageError
 from pytest_longctx.util.fsutil import atomic_write_text
 
@@ -188,9 +188,9 @@ class WaitStopped(KeyboardInterrupt):
 
 def _uncached_keys(plan_file: Path, cache: ResponseCache) -> set[str]:
     keys: set[str] = set()
-    for entry in read_plan(plan_file):
-        if entry["key"] not in keys and cache.get(entry["key"]) is None:
-            keys.add(entry["key"])
+    for planned in read_plan(plan_file):
+        if planned.key not in keys and cache.get(planned.key) is None:
+            keys.add(planned.key)
     return keys
 
 
@@ -240,12 +240,12 @@ def submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir:
     """Submit ``todo`` (keys of the plan) in as many batches as the limits need, one at a time; their states."""
     body = _Body(work / "batch-body.json", api)
     try:
-        for entry in read_plan(plan_file):
-            key = entry["key"]
+        for planned in read_plan(plan_file):
+            key = planned.key
             if key not in todo:
                 continue
             todo.discard(key)
-            request = Request.from_json(entry["request"])
+            request = Request.from_json(planned.request)
             try:
                 item = api.item(model, key, request)
             except ValueError as exc:
@@ -375,9 +375,7 @@ def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCach
         endings[ending] += 1
         run.settle(key, completion)
         if completion is not None:
-            sent = sent_path(work, key)  # answered through this run's batches: not a cache hit
-            sent.parent.mkdir(parents=True, exist_ok=True)
-            sent.touch()
+            mark_sent(work, key)  # answered through this run's batches: not a cache hit
             if cache.get(key) is None:
                 cache.put(key, completion.to_json(), {"provider": provider, "model": state["model"],
                                                       "batch": state["id"]})

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.dispatch.policy import Settled, Trial, settled_by
 from pytest_longctx.dispatch.skips import AlarmsSettled
 from pytest_longctx.util.fsutil import atomic_write_text
 
@@ -39,10 +40,8 @@ def write_settled(path: Path, settled: Mapping[str, str]) -> None:
 def unneeded(settled: Mapping[str, str], covering: Sequence[str]) -> AlarmsSettled | None:
     """The skip for a trial covered by ``covering`` when every one of them is ``settled`` (None otherwise, and
     for a trial no threshold covers)."""
-    if not covering or any(t not in settled for t in covering):
-        return None
-    texts = sorted(set(covering))
-    return AlarmsSettled(texts, [settled[t] for t in texts])
+    found = settled_by(settled, covering)
+    return found.skip() if found is not None else None
 
 
 @dataclass
@@ -69,8 +68,12 @@ class SettledAlarms:
             self._settled = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
         return self._settled
 
+    def settled(self, trial: Trial) -> Settled | None:
+        """Which settled alarms leave ``trial`` unneeded (None: it is needed; :class:`~.policy.Settling`)."""
+        settled = self.current()
+        return settled_by(settled, self.covering(trial.experiment, trial.params)) if settled else None
+
     def check(self, experiment: str, params: Mapping[str, Any]) -> None:
         """Raise :class:`AlarmsSettled` when every alarm covering this trial is settled."""
-        settled = self.current()
-        if settled and (skip := unneeded(settled, self.covering(experiment, params))) is not None:
-            raise skip
+        if (found := self.settled(Trial(experiment, params))) is not None:
+            raise found.skip()
