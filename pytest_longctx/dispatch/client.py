@@ -16,7 +16,7 @@ from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, r
 from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle
 from pytest_longctx.dispatch.policy import Trial
 from pytest_longctx.dispatch.skips import BudgetStopped, Planned, RunStopped
 from pytest_longctx.errors import NotCachedError
@@ -153,7 +153,7 @@ class ModelClient:
             settle(self.ledger, ticket, completion)
         return completion
 
-    def _reserve(self, request: Request) -> Any:
+    def _reserve(self, request: Request) -> Ticket | None:
         """Debit the ledger before sending (None without one); a refusal by the budget ends the test skipped."""
         if self.ledger is None:
             return None

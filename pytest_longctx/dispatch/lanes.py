@@ -18,7 +18,7 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Collection
-from typing import Any
+from dataclasses import dataclass, field
 
 from pytest_longctx.backends.prompt_cache import prefix_group
 from pytest_longctx.dispatch.policy import PlannedRequest
@@ -34,6 +34,16 @@ def _group(entry: PlannedRequest) -> str | None:
     return entry.prefix or prefix_group(entry.request)
 
 
+@dataclass(order=True)
+class _Ready:
+    """A ready entry in a heap: by its line in the plan, then by when it was queued; ``live`` until a lane takes it."""
+
+    line: int
+    tie: int
+    entry: PlannedRequest = field(compare=False)
+    live: bool = field(default=True, compare=False)
+
+
 class LaneQueue:
     """What the dispatcher's lanes take, one entry at a time; :meth:`get` returns None once everything is done.
 
@@ -44,10 +54,10 @@ class LaneQueue:
     def __init__(self, lanes: int) -> None:
         self._lanes = max(1, lanes)
         self._counter = itertools.count()
-        #: ready entries as [order, tie, entry, live]: released siblings, and the rest in plan order (heaps)
-        self._released: list[list[Any]] = []
-        self._queued: list[list[Any]] = []
-        self._by_key: dict[str, list[Any]] = {}
+        #: ready entries: released siblings, and the rest in plan order (heaps)
+        self._released: list[_Ready] = []
+        self._queued: list[_Ready] = []
+        self._by_key: dict[str, _Ready] = {}
         #: group -> siblings held until its first request is answered; a group absent here is warm (or unseen)
         self._held: dict[str, list[PlannedRequest]] = {}
         self._first: dict[str, str] = {}  # group -> its first request's key
@@ -121,27 +131,27 @@ class LaneQueue:
             changed.clear()
             await changed.wait()
 
-    def _find(self, inside: Inside | None, wanted: Collection[str]) -> list[Any] | None:
+    def _find(self, inside: Inside | None, wanted: Collection[str]) -> _Ready | None:
         for key in sorted(wanted):  # a test waits for it: now, whatever the window
             item = self._by_key.get(key) or self._by_key.get(self._first.get(self._held_group.get(key, ""), ""))
             if item is not None:
                 return item
         for heap in (self._released, self._queued):
-            while heap and not heap[0][3]:
+            while heap and not heap[0].live:
                 heapq.heappop(heap)
-            if heap and (inside is None or inside(heap[0][2])):
+            if heap and (inside is None or inside(heap[0].entry)):
                 return heap[0]
         return None
 
-    def _put(self, heap: list[list[Any]], entry: PlannedRequest) -> None:
-        item = [entry.line, next(self._counter), entry, True]
+    def _put(self, heap: list[_Ready], entry: PlannedRequest) -> None:
+        item = _Ready(entry.line, next(self._counter), entry)
         self._by_key.setdefault(entry.key, item)
         heapq.heappush(heap, item)
         self._wake()
 
-    def _pop(self, item: list[Any]) -> PlannedRequest:
-        item[3] = False
-        entry: PlannedRequest = item[2]
+    def _pop(self, item: _Ready) -> PlannedRequest:
+        item.live = False
+        entry = item.entry
         if self._by_key.get(entry.key) is item:
             del self._by_key[entry.key]
         return entry
