@@ -40,6 +40,20 @@ class Settled:
         return AlarmsSettled(list(self.thresholds), list(self.how))
 
 
+class Alarm(Protocol):
+    """A sequential alarm as the request path sees it (a pooled ``max-drop`` threshold): which trials it covers."""
+
+    @property
+    def text(self) -> str: ...
+
+    def matches(self, experiment: str, params: Mapping[str, Any]) -> bool: ...
+
+
+def covering_alarms(alarms: Sequence[Alarm], trial: Trial) -> list[str]:
+    """The texts of the ``alarms`` that cover ``trial``."""
+    return [a.text for a in alarms if a.matches(trial.experiment, trial.params)]
+
+
 def settled_by(settled: Mapping[str, str], covering: Sequence[str]) -> Settled | None:
     """The trial covered by the ``covering`` alarms is unneeded when each of them is ``settled`` (alarm -> how);
     None otherwise, and for a trial no alarm covers (it runs until the whole run stops)."""

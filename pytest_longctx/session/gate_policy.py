@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pytest
 
 from pytest_longctx.dispatch.ordering import place
-from pytest_longctx.dispatch.policy import PlannedRequest, Settled, Trial
+from pytest_longctx.dispatch.policy import PlannedRequest, Settled, Trial, covering_alarms, settled_by
 from pytest_longctx.session.keys import RUN_KEY, RunState
 from pytest_longctx.session.sequential_gate import SEQ_KEY, SeqRun
 
@@ -49,10 +49,7 @@ class GatePolicy:
         done = seq.unneeded
         if seq.stop != "alarm" or not done:
             return None
-        covering = sorted({t.text for t in seq.thresholds if t.matches(trial.experiment, trial.params)})
-        if not covering or any(t not in done for t in covering):
-            return None
-        return Settled(tuple(covering), tuple(seq.why.get(t, "settled") for t in covering))
+        return settled_by({t: seq.why.get(t, "settled") for t in done}, covering_alarms(seq.thresholds, trial))
 
 
 def gate_policy(config: pytest.Config) -> GatePolicy | None:

@@ -154,9 +154,7 @@ def settled_alarms(config: pytest.Config) -> Any:
         return None
     from pytest_longctx.dispatch.settled import SettledAlarms, settled_path
 
-    thresholds = s.thresholds
-    return SettledAlarms(settled_path(stop_file),
-                         lambda experiment, params: [t.text for t in thresholds if t.matches(experiment, params)])
+    return SettledAlarms(settled_path(stop_file), s.thresholds)
 
 
 def on_report(config: pytest.Config, report: pytest.TestReport, records: list[dict[str, Any]]) -> None:
