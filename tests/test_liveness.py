@@ -27,7 +27,10 @@ from pytest_longctx.backends.base import Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.lanes import LaneQueue
 from pytest_longctx.dispatch.ordering import group_sizes, group_starts, place
-from pytest_longctx.dispatch.prefetch import Dispatcher, Waiter, error_path
+from pytest_longctx.dispatch.policy import PlannedRequest, Settled, Trial
+from pytest_longctx.dispatch.prefetch import Dispatcher
+from pytest_longctx.dispatch.waiter import Waiter
+from pytest_longctx.dispatch.workdir import error_path
 from pytest_longctx.errors import BackendError
 from pytest_longctx.server.graded import Graded
 from pytest_longctx.server.responders import last_user_text
@@ -145,64 +148,80 @@ def test_a_request_is_placed_at_its_sample_groups_first_test() -> None:
     ids = [f"t.py::test_x[{cell}-s{s}]" for s in range(3) for cell in ("a", "b", "c")]
     starts = group_starts(group_sizes(ids))
     assert starts == {0: 0, 1: 3, 2: 6}
-    assert [place({"test": i}, n, starts) for n, i in enumerate(ids)] == [0, 0, 0, 3, 3, 3, 6, 6, 6]
-    assert place({"test": "t.py::test_plain"}, 4, starts) == 4  # no sample index: its line in the plan
-    assert place({}, 2, {}) == 2  # groups not known yet: the line
+    assert [place(i, n, starts) for n, i in enumerate(ids)] == [0, 0, 0, 3, 3, 3, 6, 6, 6]
+    assert place("t.py::test_plain", 4, starts) == 4  # no sample index: its line in the plan
+    assert place("", 2, {}) == 2  # groups not known yet: the line
 
 
-def _entry(key: str, prefix: str | None = None) -> dict[str, Any]:
+def _entry(key: str, prefix: str | None = None, line: int = 0) -> PlannedRequest:
     text = (prefix or "") + f" question {key}"
     request = Request.user(text, cache_prefix=len(prefix) if prefix else 0)
-    return {"key": key, "request": request.to_json()}
+    return PlannedRequest(key, request.to_json(), line)
 
 
 @pytest.mark.asyncio
 async def test_a_lane_takes_only_what_the_window_admits_and_a_wanted_request_first() -> None:
     queue = LaneQueue(lanes=2)
-    queue.offer(_entry("lead", "context A " * 5), 0)
+    queue.offer(_entry("lead", "context A " * 5, 0))
     for line, key in enumerate(["p1", "p2", "p3"], start=1):
-        queue.offer(_entry(key), line)
-    queue.offer(_entry("far", "context A " * 5), 9)  # the leader's sibling, far ahead in the plan
+        queue.offer(_entry(key, line=line))
+    queue.offer(_entry("far", "context A " * 5, 9))  # the leader's sibling, far ahead in the plan
     queue.end_of_input()
     window, wanted = [2], set[str]()  # lines below window[0] may go out; keys tests wait for
 
-    def inside(entry: dict[str, Any], line: int) -> bool:
-        return line < window[0]
+    def inside(planned: PlannedRequest) -> bool:
+        return planned.line < window[0]
 
     def get() -> Any:
         return queue.get(inside, lambda: wanted)
 
     first = await get()
-    assert first["key"] == "lead"
+    assert first.key == "lead"
     queue.done(first)  # "far" is released ahead of the rest, but the window does not admit it
-    assert (await get())["key"] == "p1"
+    assert (await get()).key == "p1"
     waiting = asyncio.ensure_future(get())
     await asyncio.sleep(0)
     assert not waiting.done()  # nothing admitted: the lane waits, and holds nothing meanwhile
     wanted.add("p3")  # a test waits for p3: it goes out whatever the window says
     queue.nudge(inside, wanted)
-    assert (await waiting)["key"] == "p3"
+    assert (await waiting).key == "p3"
     wanted.clear()
     waiting = asyncio.ensure_future(get())
     await asyncio.sleep(0)
     assert not waiting.done() and queue.holds("far") and queue.holds("p2") and not queue.holds("p3")
     window[0] = 3  # the tests reported: the window moves
     queue.nudge(inside, wanted)
-    assert (await waiting)["key"] == "p2"
+    assert (await waiting).key == "p2"
     window[0] = 10
-    assert (await get())["key"] == "far"
+    assert (await get()).key == "far"
     assert await get() is None
 
 
 @pytest.mark.asyncio
 async def test_a_wanted_held_sibling_brings_its_leader() -> None:
     queue = LaneQueue(lanes=1)
-    queue.offer(_entry("lead", "context B " * 5), 5)
-    queue.offer(_entry("sib", "context B " * 5), 6)
-    queue.offer(_entry("early"), 0)
+    queue.offer(_entry("lead", "context B " * 5, 5))
+    queue.offer(_entry("sib", "context B " * 5, 6))
+    queue.offer(_entry("early"))
     queue.end_of_input()
-    got = await queue.get(lambda entry, line: False, lambda: {"sib"})
-    assert got is not None and got["key"] == "lead"  # the sibling waits for its prefix, its leader goes now
+    got = await queue.get(lambda planned: False, lambda: {"sib"})
+    assert got is not None and got.key == "lead"  # the sibling waits for its prefix, its leader goes now
+
+
+class _Shut:
+    """A gate whose window admits nothing (it never looks, and nothing stops)."""
+
+    def stopped(self) -> str | None:
+        return None
+
+    def inside(self, planned: PlannedRequest) -> bool:
+        return False
+
+    def looked(self) -> int:
+        return -1
+
+    def settled(self, trial: Trial) -> Settled | None:
+        return None
 
 
 class _Never:
@@ -224,10 +243,10 @@ async def test_a_request_nothing_will_deliver_ends_its_test_with_an_error_naming
     test gets an error naming the request, never a silent wait."""
     cache, work = ResponseCache(tmp_path / "cache"), tmp_path / "work"
     work.mkdir()
-    other = _entry("o" * 64)
+    other = {"key": "o" * 64, "request": _entry("o" * 64).request}
     (work / "plan.jsonl").write_text(json.dumps(other) + "\n", encoding="utf-8")
-    dispatcher = Dispatcher(_Never(), cache, work, work / "plan.jsonl", concurrency=2)
-    dispatcher.allowance = lambda entry, line: False  # the window admits nothing: the dispatcher stays alive
+    # the window admits nothing: the dispatcher stays alive
+    dispatcher = Dispatcher(_Never(), cache, work, work / "plan.jsonl", concurrency=2, policy=_Shut())
     dispatcher.start_streaming()
     dispatcher.plan_finished(ok=True)
     (work / "keys.txt").write_text("k" * 64 + "\n" + "o" * 64, encoding="utf-8")

@@ -12,7 +12,7 @@ from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
 from pytest_longctx.dispatch.plan import format_plan, summarize_plan
-from pytest_longctx.dispatch.prefetch import Progress, rate_note
+from pytest_longctx.dispatch.send import Progress, rate_note
 from pytest_longctx.dispatch.skips import Planned
 
 

@@ -18,6 +18,7 @@ from pytest_longctx.backends.prompt_cache import billed_input, min_cacheable_tok
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.lanes import LaneQueue
 from pytest_longctx.dispatch.plan import format_plan, summarize_plan
+from pytest_longctx.dispatch.policy import PlannedRequest
 from pytest_longctx.dispatch.prefetch import Dispatcher
 from pytest_longctx.server import MessagesServer
 from pytest_longctx.server.prompt_cache import PromptCache, default_min_tokens
@@ -156,30 +157,26 @@ async def test_the_backend_reports_every_input_token_and_the_cache_share(monkeyp
 # -- the lanes: a prefix warmed before its siblings go out --------------------------------------------------
 
 
-def _entry(request: Request, name: str) -> dict[str, Any]:
-    return {"key": name, "request": request.to_json()}
-
-
 @pytest.mark.asyncio
 async def test_lane_queue_holds_siblings_until_their_first_is_done() -> None:
     queue = LaneQueue(lanes=2)
-    a = [_entry(variant("A" * 50, str(i)), f"a{i}") for i in range(3)]
-    b = [_entry(variant("B" * 50, str(i)), f"b{i}") for i in range(2)]
-    plain = _entry(Request.user("no mark"), "plain")
-    for entry in (a[0], a[1], b[0], a[2], plain, b[1]):
-        queue.offer(entry)
+    a = [(variant("A" * 50, str(i)), f"a{i}") for i in range(3)]
+    b = [(variant("B" * 50, str(i)), f"b{i}") for i in range(2)]
+    plain = (Request.user("no mark"), "plain")
+    for line, (request, name) in enumerate((a[0], a[1], b[0], a[2], plain, b[1])):  # the plan's order
+        queue.offer(PlannedRequest(name, request.to_json(), line))
     queue.end_of_input()
     assert queue.held == 3
     got = [(await queue.get()) for _ in range(3)]
-    assert [e["key"] for e in got if e] == ["a0", "b0", "plain"]  # firsts and unmarked, in plan order
+    assert [e.key for e in got if e] == ["a0", "b0", "plain"]  # firsts and unmarked, in plan order
     queue.done(got[2])  # an unmarked request releases nothing
     queue.done(got[1])  # b0 answered: b1 goes out next, ahead of anything queued later
     nxt = await queue.get()
-    assert nxt is not None and nxt["key"] == "b1"
+    assert nxt is not None and nxt.key == "b1"
     queue.done(nxt)
     queue.done(got[0])
     rest = [await queue.get() for _ in range(4)]
-    assert [e["key"] if e else None for e in rest] == ["a1", "a2", None, None]  # then one end mark per lane
+    assert [e.key if e else None for e in rest] == ["a1", "a2", None, None]  # then one end mark per lane
 
 
 def _plan(work: Path, requests: list[Request]) -> Path:

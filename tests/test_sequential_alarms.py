@@ -42,8 +42,7 @@ def test_a_trial_is_unneeded_only_when_every_alarm_covering_it_is_settled() -> N
 
 def test_workers_read_the_settled_alarms_when_the_file_changes(tmp_path: Path) -> None:
     thresholds = [parse_threshold(EARLY), parse_threshold(LATE)]
-    alarms = SettledAlarms(settled_path(tmp_path / "stop"),
-                           lambda e, p: [t.text for t in thresholds if t.matches(e, p)])
+    alarms = SettledAlarms(settled_path(tmp_path / "stop"), thresholds)
     alarms.check("lrt", {"lines": 400, "shuffle": "none"})  # no file yet: nothing settled
     write_settled(alarms.path, {EARLY: "fired after 10 items (2 of 20 sample groups)"})
     with pytest.raises(AlarmsSettled, match="fired after 10 items"):
@@ -62,8 +61,7 @@ def test_the_client_sends_no_request_for_a_trial_only_settled_alarms_cover(tmp_p
     from pytest_longctx.backends.model_spec import parse_model_spec
     from pytest_longctx.dispatch.client import ModelClient
 
-    alarms = SettledAlarms(settled_path(tmp_path / "stop"),
-                           lambda e, p: [t.text for t in (parse_threshold(EARLY),) if t.matches(e, p)])
+    alarms = SettledAlarms(settled_path(tmp_path / "stop"), [parse_threshold(EARLY)])
     client = ModelClient(build_backend(parse_model_spec("fake/perfect"), context_window=8000), None, settled=alarms)
     oracle, covered = Oracle("42"), ("lrt", {"lines": 400})
 

@@ -12,12 +12,15 @@ local Messages-API server's graded responder and its batches endpoint, gated aga
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pytest_longctx.dispatch.batch_rounds import round_ends
+from pytest_longctx.dispatch.policy import PlannedRequest, Settled, Trial
 from pytest_longctx.server.graded import Graded
 from tests.lrt_runs import run_lrt
 
@@ -100,7 +103,28 @@ def test_batches_in_rounds_stop_a_collapse_and_agree_with_prefetch(pytester: pyt
     assert same_answers(same, same_pre)
 
 
-def lane_for(tmp: Path, gate: Any, lines: list[str], seen: Any = None) -> tuple[Any, list[str]]:
+@dataclass
+class _Gate:
+    """The rounds' stop policy: ``say() -> (the last sample group looked at, why the run stops)``; the trials of
+    experiment ``unneeded`` only a settled alarm covers."""
+
+    say: Callable[[], tuple[int, str | None]]
+    unneeded: str | None = None
+
+    def stopped(self) -> str | None:
+        return self.say()[1]
+
+    def looked(self) -> int:
+        return self.say()[0]
+
+    def inside(self, planned: PlannedRequest) -> bool:
+        return True
+
+    def settled(self, trial: Trial) -> Settled | None:
+        return Settled(("experiment=a:max-drop=0",), ("fired",)) if trial.experiment == self.unneeded else None
+
+
+def lane_for(tmp: Path, gate: _Gate, lines: list[str], seen: Any = None) -> tuple[Any, list[str]]:
     """A :class:`BatchRounds` over a plan of 8 pass-key requests, one per sample group (s0 .. s7)."""
     from pytest_longctx.backends.base import Request, request_key
     from pytest_longctx.dispatch.batch_progress import StatusLine
@@ -143,7 +167,7 @@ def test_a_settled_gate_submits_no_further_round(tmp_path: Path, api: Any, monke
         return (0, "settled") if keys and cache.get(keys[0]) is not None else (-1, None)
 
     lines: list[str] = []
-    lane, planned = lane_for(tmp_path, gate, lines)
+    lane, planned = lane_for(tmp_path, _Gate(gate), lines)
     keys.extend(planned)
     assert sorted((tmp_path / "work" / "keys.txt").read_text().split()) == sorted(keys)  # the workers wait for all
     lane.start()
@@ -162,8 +186,7 @@ def test_rounds_leave_out_requests_only_settled_alarms_cover(tmp_path: Path, api
     monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
     srv = api(batch_delay=0.0)
     lines: list[str] = []
-    lane, keys = lane_for(tmp_path, lambda: (100, None), lines)
-    lane.unneeded = lambda experiment, params: "alarm 'experiment=a:max-drop=0' fired" if experiment == "a" else None
+    lane, keys = lane_for(tmp_path, _Gate(lambda: (100, None), unneeded="a"), lines)
     lane.start()
     lane.join()
     record = lane.to_json()
@@ -185,7 +208,7 @@ def test_a_stop_while_a_batch_runs_leaves_it_to_the_next_run(tmp_path: Path, api
     srv = api(batch_delay=3600.0)  # it does not end while this run waits
     submitted = threading.Event()
     lines: list[str] = []
-    lane, keys = lane_for(tmp_path, lambda: (-1, None), lines, submitted)
+    lane, keys = lane_for(tmp_path, _Gate(lambda: (-1, None)), lines, submitted)
     lane.start()
     submitted.wait()
     lane.cancel("interrupted by SIGINT")
@@ -199,7 +222,7 @@ def test_a_stop_while_a_batch_runs_leaves_it_to_the_next_run(tmp_path: Path, api
 
     srv.batches.end_now()  # the next run with this cache collects it instead of submitting it again
     cache = ResponseCache(tmp_path / ".longctx-cache")
-    again, _ = lane_for(tmp_path, lambda: (0, "settled") if cache.get(keys[0]) is not None else (-1, None), [])
+    again, _ = lane_for(tmp_path, _Gate(lambda: (0, "settled") if cache.get(keys[0]) is not None else (-1, None)), [])
     again.start()
     again.join()
     assert again.to_json()["resumed"] == [batch_id] and again.to_json()["requests_submitted"] == 0
@@ -214,7 +237,7 @@ def test_a_failing_api_ends_the_rounds_waiting_tests_as_errors(tmp_path: Path, a
     monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.01")
     monkeypatch.setenv(BASE_ENV, "0.001")
     api(batch_delay=0.0, faults=FaultPlan(rate=1.0, kinds=("500",), endpoints=("batches.results",)))
-    lane, keys = lane_for(tmp_path, lambda: (-1, None), [])
+    lane, keys = lane_for(tmp_path, _Gate(lambda: (-1, None)), [])
     lane.start()
     lane.join()
     record = lane.to_json()

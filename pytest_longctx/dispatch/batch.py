@@ -32,11 +32,12 @@ from typing import IO, TYPE_CHECKING, Any
 
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.registry import load, provider_of
+from pytest_longctx.dispatch.batch_api import BatchApi, BatchStatus, Pause
 from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress_text, size_text
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle
 from pytest_longctx.dispatch.plan import read_plan
-from pytest_longctx.dispatch.prefetch import sent_path, stopped_path, write_error
+from pytest_longctx.dispatch.workdir import mark_sent, stopped_path, write_error
 from pytest_longctx.errors import UsageError
 from pytest_longctx.util.fsutil import atomic_write_text
 
@@ -157,7 +158,7 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     return run
 
 
-def resume(api: Any, cache_dir: Path, model: str, planned: set[str] | dict[str, Any], run: BatchRun,
+def resume(api: BatchApi, cache_dir: Path, model: str, planned: set[str] | dict[str, Any], run: BatchRun,
            out: StatusLine) -> dict[str, dict[str, Any]]:
     """Earlier runs' uncollected batches holding any of the ``planned`` keys, by id (those the API lost are closed:
     their requests go out again)."""
@@ -174,12 +175,13 @@ def resume(api: Any, cache_dir: Path, model: str, planned: set[str] | dict[str, 
     return relevant
 
 
-def batch_api(settings: Settings, client: Any = None) -> Any:
+def batch_api(settings: Settings, client: Any = None) -> BatchApi:
     """The model's provider's batch API (``Provider.batch_api``), handed ``client`` (its SDK client)."""
     try:
-        return load(provider_of(settings.model).batch_api)(client, seed=settings.seed)
+        api: BatchApi = load(provider_of(settings.model).batch_api)(client, seed=settings.seed)
     except ValueError as exc:  # a bad limit in the environment
         raise UsageError(f"--longctx-batch: {exc}") from None
+    return api
 
 
 class WaitStopped(KeyboardInterrupt):
@@ -188,16 +190,16 @@ class WaitStopped(KeyboardInterrupt):
 
 def _uncached_keys(plan_file: Path, cache: ResponseCache) -> set[str]:
     keys: set[str] = set()
-    for entry in read_plan(plan_file):
-        if entry["key"] not in keys and cache.get(entry["key"]) is None:
-            keys.add(entry["key"])
+    for planned in read_plan(plan_file):
+        if planned.key not in keys and cache.get(planned.key) is None:
+            keys.add(planned.key)
     return keys
 
 
 class _Body:
     """The body of the next batch, written to ``path`` item by item (``api.head``, items, ``api.tail``)."""
 
-    def __init__(self, path: Path, api: Any) -> None:
+    def __init__(self, path: Path, api: BatchApi) -> None:
         self.path = path
         self.head, self.sep, self.tail = bytes(api.head), bytes(api.sep), bytes(api.tail)
         self.max_requests, self.max_bytes = int(api.max_requests), int(api.max_bytes)
@@ -235,17 +237,17 @@ class _Body:
         self.keys, self.size, self._fh = [], 0, None
 
 
-def submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir: Path, work: Path, run: BatchRun,
+def submit_all(api: BatchApi, model: str, plan_file: Path, todo: set[str], cache_dir: Path, work: Path, run: BatchRun,
                 out: StatusLine) -> Iterator[dict[str, Any]]:
     """Submit ``todo`` (keys of the plan) in as many batches as the limits need, one at a time; their states."""
     body = _Body(work / "batch-body.json", api)
     try:
-        for entry in read_plan(plan_file):
-            key = entry["key"]
+        for planned in read_plan(plan_file):
+            key = planned.key
             if key not in todo:
                 continue
             todo.discard(key)
-            request = Request.from_json(entry["request"])
+            request = Request.from_json(planned.request)
             try:
                 item = api.item(model, key, request)
             except ValueError as exc:
@@ -268,7 +270,7 @@ def submit_all(api: Any, model: str, plan_file: Path, todo: set[str], cache_dir:
         body.path.unlink(missing_ok=True)
 
 
-def _submit(api: Any, model: str, body: _Body, cache_dir: Path, run: BatchRun, out: StatusLine) -> dict[str, Any]:
+def _submit(api: BatchApi, model: str, body: _Body, cache_dir: Path, run: BatchRun, out: StatusLine) -> dict[str, Any]:
     size, count = body.finish(), len(body.keys)
     try:
         batch_id = api.submit(body.path)
@@ -290,8 +292,8 @@ def _submit(api: Any, model: str, body: _Body, cache_dir: Path, run: BatchRun, o
     return state
 
 
-def wait_and_collect(api: Any, provider: str, relevant: dict[str, dict[str, Any]], cache: ResponseCache, work: Path,
-                      run: BatchRun, cache_dir: Path, out: StatusLine, pause: Any = time.sleep) -> None:
+def wait_and_collect(api: BatchApi, provider: str, relevant: dict[str, dict[str, Any]], cache: ResponseCache,
+                     work: Path, run: BatchRun, cache_dir: Path, out: StatusLine, pause: Pause = time.sleep) -> None:
     """Poll every open batch until each has ended and been collected; one progress line per round.
 
     ``pause(seconds)`` waits between polls (it may raise :class:`WaitStopped`).
@@ -337,7 +339,7 @@ def _left_for_next_run(cache_dir: Path) -> str:
             "--longctx-cache-dir, not submitted again")
 
 
-def _status(api: Any, batch_id: str, cache_dir: Path) -> Any:
+def _status(api: BatchApi, batch_id: str, cache_dir: Path) -> BatchStatus:
     """The batch's status; a one-line error (the batch stays recorded) when the API cannot be asked."""
     try:
         return api.status(batch_id)
@@ -365,7 +367,7 @@ def _record_missing(state: dict[str, Any], keys: list[str], why: str, work: Path
         run.errored += len(keys)
 
 
-def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCache, work: Path, run: BatchRun,
+def _collect(api: BatchApi, provider: str, state: dict[str, Any], cache: ResponseCache, work: Path, run: BatchRun,
              cache_dir: Path) -> None:
     """Stream an ended batch's results into the cache (answers) and the work folder (errors, with why)."""
     seen: set[str] = set()
@@ -375,9 +377,7 @@ def _collect(api: Any, provider: str, state: dict[str, Any], cache: ResponseCach
         endings[ending] += 1
         run.settle(key, completion)
         if completion is not None:
-            sent = sent_path(work, key)  # answered through this run's batches: not a cache hit
-            sent.parent.mkdir(parents=True, exist_ok=True)
-            sent.touch()
+            mark_sent(work, key)  # answered through this run's batches: not a cache hit
             if cache.get(key) is None:
                 cache.put(key, completion.to_json(), {"provider": provider, "model": state["model"],
                                                       "batch": state["id"]})

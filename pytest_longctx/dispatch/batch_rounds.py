@@ -10,8 +10,9 @@ requests it needed). A controller thread runs the rounds:
    provider's limits need), wait for them and collect their results into the response cache, exactly as a whole
    batch run does (errored, canceled and expired requests are errors of their trials, never wrong answers);
 2. meanwhile the tests run in sample order; a test whose answer belongs to a later round waits for it
-   (:class:`~pytest_longctx.dispatch.prefetch.Waiter`);
-3. once the gate has looked at every group of the round (``gate()``), the next round goes out, unless the run
+   (:class:`~pytest_longctx.dispatch.waiter.Waiter`);
+3. once the gate has looked at every group of the round (``policy.looked()``, a
+   :class:`~pytest_longctx.dispatch.policy.StopPolicy`), the next round goes out, unless the run
    stopped (the gate settled every alarm, a budget, -x, a signal): then nothing more is submitted, the work
    folder's stop file is written and the waiting tests end skipped with the reason.
 
@@ -29,7 +30,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,8 @@ from pytest_longctx.dispatch.batch_progress import StatusLine, printer
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.ordering import sample_of_nodeid
 from pytest_longctx.dispatch.plan import read_plan
-from pytest_longctx.dispatch.prefetch import error_path, stopped_path, write_error
+from pytest_longctx.dispatch.policy import StopPolicy, Trial
+from pytest_longctx.dispatch.workdir import error_path, stopped_path, write_error
 from pytest_longctx.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,8 +49,6 @@ if TYPE_CHECKING:
 
 #: Round 1 holds 1 / FIRST_SHARE of the requests (whole sample groups); each later round doubles the share covered.
 FIRST_SHARE = 8
-#: What the gate says: the last sample index it has looked at (-1: none yet), and why the run stops (None: it goes on).
-Gate = Callable[[], tuple[int, "str | None"]]
 
 
 def round_ends(requests: Sequence[int], first_share: int = FIRST_SHARE) -> list[int]:
@@ -74,11 +74,16 @@ def round_ends(requests: Sequence[int], first_share: int = FIRST_SHARE) -> list[
 
 
 class BatchRounds:
-    """Controller: runs the rounds in a thread; :meth:`prepare` first (keys.txt for the workers), then :meth:`start`."""
+    """Controller: runs the rounds in a thread; :meth:`prepare` first (keys.txt for the workers), then :meth:`start`.
 
-    def __init__(self, settings: Settings, cache: ResponseCache, work: Path, plan_file: Path, gate: Gate,
+    ``policy``: the sequential gate's (how far it has looked, whether the run stopped, which trials only settled
+    alarms cover: a later round leaves their requests out).
+    """
+
+    def __init__(self, settings: Settings, cache: ResponseCache, work: Path, plan_file: Path, policy: StopPolicy,
                  status: StatusLine | None = None, client: Any = None) -> None:
-        self.settings, self.cache, self.work, self.plan_file, self.gate = settings, cache, work, plan_file, gate
+        self.settings, self.cache, self.work, self.plan_file = settings, cache, work, plan_file
+        self.policy = policy
         self.out = status or printer(print)
         self.api = batch_api(settings, client)
         self.run = BatchRun(spec=settings.model.spec)
@@ -95,21 +100,19 @@ class BatchRounds:
         self._cancel = threading.Event()
         self.cancelled: str | None = None
         self._thread: threading.Thread | None = None
-        #: per-alarm stops: ``(experiment, params) -> why`` once every alarm covering a trial is settled
-        self.unneeded: Callable[[str, dict[str, Any]], str | None] | None = None
-        #: per key: the (experiment, params) of the trials that ask it (for per-alarm stops)
-        self._owners: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        #: per key: the trials that ask it (for per-alarm stops)
+        self._owners: dict[str, list[Trial]] = {}
         self.dropped = 0
 
     def prepare(self) -> None:
         """Read the plan (a stream: keys and sample indexes only), write keys.txt, resume earlier runs' batches."""
         first: dict[str, int] = {}  # key -> the sample index of the first test that asks it (-1: none)
-        for entry in read_plan(self.plan_file):
-            key = entry["key"]
-            if "experiment" in entry and self.cache.get(key) is None:
-                self._owners.setdefault(key, []).append((str(entry["experiment"]), dict(entry.get("params") or {})))
+        for planned in read_plan(self.plan_file):
+            key = planned.key
+            if planned.trial is not None and self.cache.get(key) is None:
+                self._owners.setdefault(key, []).append(planned.trial)
             if key not in first and self.cache.get(key) is None:
-                sample = sample_of_nodeid(str(entry.get("test") or ""))
+                sample = sample_of_nodeid(planned.test)
                 first[key] = -1 if sample is None else sample
         (self.work / "keys.txt").write_text("\n".join(sorted(first)), encoding="utf-8")
         self._resumed = resume(self.api, self.settings.cache_dir, self.settings.model.name, first, self.run, self.out)
@@ -145,8 +148,7 @@ class BatchRounds:
     def finish(self) -> None:
         """The run's tests have all reported: end the thread (a round still awaited can no longer be asked for)."""
         if self._thread is not None and self._thread.is_alive():
-            reason = self.gate()[1]
-            self.cancel(reason or "the run ended")
+            self.cancel(self.policy.stopped() or "the run ended")
         self.join()
 
     def _main(self) -> None:
@@ -191,21 +193,19 @@ class BatchRounds:
 
     def _needed(self, keys: set[str]) -> set[str]:
         """A later round leaves out the requests whose every trial only settled alarms cover (per-alarm stops)."""
-        check = self.unneeded
-        if check is None:
-            return keys
+        settled = self.policy.settled
         kept = {key for key in keys
-                if not (owners := self._owners.get(key)) or any(check(e, p) is None for e, p in owners)}
+                if not (owners := self._owners.get(key)) or any(settled(trial) is None for trial in owners)}
         self.dropped += len(keys) - len(kept)
         return kept
 
     def _stop_reason(self) -> str | None:
-        return self.cancelled or self.gate()[1]
+        return self.cancelled or self.policy.stopped()
 
     def _wait_for_gate(self, sample: int) -> bool:
         """Until the gate has looked at every group up to ``sample`` (True) or the run stopped (False)."""
         while True:
-            looked, stop = self.gate()
+            looked, stop = self.policy.looked(), self.policy.stopped()
             if stop is not None or self.cancelled is not None:
                 return False
             if looked >= sample:

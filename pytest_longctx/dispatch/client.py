@@ -16,13 +16,14 @@ from pytest_longctx.backends.base import Backend, Completion, Oracle, Request, r
 from pytest_longctx.backends.prompt_cache import prefix_identity
 from pytest_longctx.backends.registry import provider_of
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, settle, watching
+from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle, watching
+from pytest_longctx.dispatch.policy import Trial
 from pytest_longctx.dispatch.skips import BudgetStopped, Planned, RunStopped
 from pytest_longctx.errors import NotCachedError
 
 if TYPE_CHECKING:
-    from pytest_longctx.dispatch.prefetch import Waiter
     from pytest_longctx.dispatch.settled import SettledAlarms
+    from pytest_longctx.dispatch.waiter import Waiter
 
 #: The trial a request belongs to: its experiment and condition params (which sequential alarms cover it).
 Scope = tuple[str, dict[str, Any]]
@@ -85,10 +86,9 @@ class ModelClient:
         if request.cache_prefix and not self.prompt_cache:
             request = dataclasses.replace(request, cache_prefix=0)
         key = self.key(request)
-        settled = self.settled
-        unneeded = (lambda: settled.check(*scope)) if settled is not None and scope is not None else None
+        trial = Trial(*scope) if scope is not None else None
         if not self.plan and self.waiter is not None and self.waiter.expects(key):
-            return await self.waiter.wait(key, unneeded)  # sent up front by the controller in this run
+            return await self.waiter.wait(key, trial, self.settled)  # sent up front by the controller in this run
         in_process = provider_of(self.backend).in_process  # a scripted double: never cached, given the oracle
         use_cache = self.cache is not None and self.cache_mode != "off" and not in_process
         if use_cache and self.cache_mode != "refresh":
@@ -104,8 +104,7 @@ class ModelClient:
         if self.plan:
             raise Planned(self._plan_entry(request, key, cached=False, scope=scope))
         if use_cache and self.cache_mode == "replay":
-            if unneeded is not None:  # not needed any more: a skip, not a missing answer
-                unneeded()
+            self._check_needed(trial)  # not needed any more: a skip, not a missing answer
             raise NotCachedError(f"replay mode: no cached response for request {key[:12]} ({request.template}); "
                                  "run once with --longctx-cache=on")
         if self._semaphore is None:
@@ -113,8 +112,7 @@ class ModelClient:
         async with self._semaphore:
             if self.stop_file is not None and self.stop_file.exists():  # checked right before sending
                 raise RunStopped(self.stop_file.read_text(encoding="utf-8").strip() or "stopped")
-            if unneeded is not None:  # every alarm covering this trial settled: not sent
-                unneeded()
+            self._check_needed(trial)  # every alarm covering this trial settled: not sent
             start = time.perf_counter()
             completion = await self._send(request, oracle if in_process else None, in_process)
             completion.latency_s = completion.latency_s or (time.perf_counter() - start)
@@ -129,6 +127,11 @@ class ModelClient:
                     warnings.warn(f"longctx cache: cannot store answers in {self.cache.root} ({exc.strerror or exc}); "
                                   "this run keeps them, a re-run will send them again", stacklevel=2)
         return completion
+
+    def _check_needed(self, trial: Trial | None) -> None:
+        """Raise the skip when every alarm covering ``trial`` is settled (``settled``)."""
+        if trial is not None and self.settled is not None and (found := self.settled.settled(trial)) is not None:
+            raise found.skip()
 
     async def _send(self, request: Request, oracle: Oracle | None, in_process: bool) -> Completion:
         """Debit the ledger, send, and settle the debit to the answer's usage (or release / abandon it)."""
@@ -153,7 +156,7 @@ class ModelClient:
             settle(self.ledger, ticket, completion)
         return completion
 
-    def _reserve(self, request: Request) -> Any:
+    def _reserve(self, request: Request) -> Ticket | None:
         """Debit the ledger before sending (None without one); a refusal by the budget ends the test skipped."""
         if self.ledger is None:
             return None

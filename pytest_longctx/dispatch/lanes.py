@@ -6,10 +6,10 @@ wrote the prefix to the provider's prompt cache), then go out ahead of everythin
 read the entry while it lives. Meanwhile the lanes keep sending other groups' first requests and requests
 that mark no prefix. Siblings sent together before the cache is warm would all miss (and all pay the write).
 
-With a window (``--longctx-sequential``: ``inside(entry, order)``), a lane takes only an entry it may send now,
-never one it would then sit on: the first inside the window, released siblings before the rest. A request a test
-is waiting for (``wanted``: its key; for a held sibling, its group's first) goes out whatever the window says, so
-no test waits on a request the window keeps back.
+With a window (``--longctx-sequential``: ``inside(planned)``, :meth:`.policy.StopPolicy.inside`), a lane takes only
+an entry it may send now, never one it would then sit on: the first inside the window, released siblings before the
+rest. A request a test is waiting for (``wanted``: its key; for a held sibling, its group's first) goes out whatever
+the window says, so no test waits on a request the window keeps back.
 """
 
 from __future__ import annotations
@@ -18,39 +18,48 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import Callable, Collection
-from typing import Any
+from dataclasses import dataclass, field
 
 from pytest_longctx.backends.prompt_cache import prefix_group
+from pytest_longctx.dispatch.policy import PlannedRequest
 
-Entry = dict[str, Any]
-#: ``(entry, order) -> whether it may go out now`` (``order``: its line in the plan, or its offer count).
-Inside = Callable[[Entry, int], bool]
+#: ``planned -> whether it may go out now`` (the sequential gate's window, :meth:`.policy.StopPolicy.inside`).
+Inside = Callable[[PlannedRequest], bool]
 #: How often the dispatcher looks whether the window moved or a test waits (both change on other threads).
 POLL_S = 0.01
 
 
-def _group(entry: Entry) -> str | None:
+def _group(entry: PlannedRequest) -> str | None:
     """The entry's prefix group: as the plan entry names it (``prefix``), else computed from its request."""
-    named = entry.get("prefix")
-    return str(named) if named else prefix_group(entry.get("request") or {})
+    return entry.prefix or prefix_group(entry.request)
+
+
+@dataclass(order=True)
+class _Ready:
+    """A ready entry in a heap: by its line in the plan, then by when it was queued; ``live`` until a lane takes it."""
+
+    line: int
+    tie: int
+    entry: PlannedRequest = field(compare=False)
+    live: bool = field(default=True, compare=False)
 
 
 class LaneQueue:
     """What the dispatcher's lanes take, one entry at a time; :meth:`get` returns None once everything is done.
 
-    ``offer`` an entry as the plan yields it, call :meth:`done` when a lane has finished one (answered or
-    failed), and :meth:`end_of_input` once no more entries will be offered.
+    ``offer`` a planned request as the plan yields it (queued by its line in the plan), call :meth:`done` when a
+    lane has finished one (answered or failed), and :meth:`end_of_input` once no more entries will be offered.
     """
 
     def __init__(self, lanes: int) -> None:
         self._lanes = max(1, lanes)
         self._counter = itertools.count()
-        #: ready entries as [order, tie, entry, live]: released siblings, and the rest in plan order (heaps)
-        self._released: list[list[Any]] = []
-        self._queued: list[list[Any]] = []
-        self._by_key: dict[str, list[Any]] = {}
+        #: ready entries: released siblings, and the rest in plan order (heaps)
+        self._released: list[_Ready] = []
+        self._queued: list[_Ready] = []
+        self._by_key: dict[str, _Ready] = {}
         #: group -> siblings held until its first request is answered; a group absent here is warm (or unseen)
-        self._held: dict[str, list[tuple[int, Entry]]] = {}
+        self._held: dict[str, list[PlannedRequest]] = {}
         self._first: dict[str, str] = {}  # group -> its first request's key
         self._held_group: dict[str, str] = {}  # a held sibling's key -> its group
         self._warm: set[str] = set()
@@ -58,28 +67,27 @@ class LaneQueue:
         self._closed = False
         self._changed: asyncio.Event | None = None
 
-    def offer(self, entry: Entry, order: int | None = None) -> None:
-        """Queue ``entry`` in plan order (``order``: its line in the plan), or hold it while its group's first
-        request is on its way."""
-        at = next(self._counter) if order is None else order
+    def offer(self, entry: PlannedRequest) -> None:
+        """Queue ``entry`` in plan order (its line in the plan), or hold it while its group's first request is on
+        its way."""
         group = _group(entry)
         if group is not None and group not in self._warm and group in self._held:
-            self._held[group].append((at, entry))
-            self._held_group[str(entry["key"])] = group
+            self._held[group].append(entry)
+            self._held_group[entry.key] = group
         else:
             if group is not None and group not in self._warm:  # the first of its group: it warms the cache
                 self._held[group] = []
-                self._first[group] = str(entry["key"])
-            self._put(self._queued, at, entry)
+                self._first[group] = entry.key
+            self._put(self._queued, entry)
 
-    def done(self, entry: Entry) -> None:
+    def done(self, entry: PlannedRequest) -> None:
         """A lane finished ``entry``: if it led a group, its siblings go out next (answered or not, it is over)."""
         group = _group(entry)
         if group is not None and group not in self._warm and group in self._held:
             self._warm.add(group)
-            for at, sibling in self._held.pop(group):
-                self._held_group.pop(str(sibling["key"]), None)
-                self._put(self._released, at, sibling)
+            for sibling in self._held.pop(group):
+                self._held_group.pop(sibling.key, None)
+                self._put(self._released, sibling)
         self._wake()
 
     def end_of_input(self) -> None:
@@ -108,7 +116,7 @@ class LaneQueue:
             self._wake()
 
     async def get(self, inside: Inside | None = None, wanted: Callable[[], Collection[str]] | None = None,
-                  ) -> Entry | None:
+                  ) -> PlannedRequest | None:
         """The next entry a lane may send now; None once everything offered has gone out. With a window, someone
         must :meth:`nudge` the waiting lanes when it moves."""
         while True:
@@ -123,29 +131,29 @@ class LaneQueue:
             changed.clear()
             await changed.wait()
 
-    def _find(self, inside: Inside | None, wanted: Collection[str]) -> list[Any] | None:
+    def _find(self, inside: Inside | None, wanted: Collection[str]) -> _Ready | None:
         for key in sorted(wanted):  # a test waits for it: now, whatever the window
             item = self._by_key.get(key) or self._by_key.get(self._first.get(self._held_group.get(key, ""), ""))
             if item is not None:
                 return item
         for heap in (self._released, self._queued):
-            while heap and not heap[0][3]:
+            while heap and not heap[0].live:
                 heapq.heappop(heap)
-            if heap and (inside is None or inside(heap[0][2], heap[0][0])):
+            if heap and (inside is None or inside(heap[0].entry)):
                 return heap[0]
         return None
 
-    def _put(self, heap: list[list[Any]], at: int, entry: Entry) -> None:
-        item = [at, next(self._counter), entry, True]
-        self._by_key.setdefault(str(entry["key"]), item)
+    def _put(self, heap: list[_Ready], entry: PlannedRequest) -> None:
+        item = _Ready(entry.line, next(self._counter), entry)
+        self._by_key.setdefault(entry.key, item)
         heapq.heappush(heap, item)
         self._wake()
 
-    def _pop(self, item: list[Any]) -> Entry:
-        item[3] = False
-        entry: Entry = item[2]
-        if self._by_key.get(str(entry["key"])) is item:
-            del self._by_key[str(entry["key"])]
+    def _pop(self, item: _Ready) -> PlannedRequest:
+        item.live = False
+        entry = item.entry
+        if self._by_key.get(entry.key) is item:
+            del self._by_key[entry.key]
         return entry
 
     def _event(self) -> asyncio.Event:

@@ -56,11 +56,11 @@ def group_starts(sizes: dict[int, int]) -> dict[int, int]:
     return starts
 
 
-def place(entry: dict[str, Any], line: int, starts: dict[int, int]) -> int:
-    """Where a planned request's test runs, at the latest: its sample group's first test index (``starts``), else
-    its ``line`` in the plan (the plan runs the tests in the run's order, one line a test at most).
+def place(test: str, line: int, starts: dict[int, int]) -> int:
+    """Where a planned request's ``test`` runs, at the latest: its sample group's first test index (``starts``),
+    else its ``line`` in the plan (the plan runs the tests in the run's order, one line a test at most).
 
     Never after the test's own index, so the lowest test not yet reported is always placed before the count of
     reported tests."""
-    sample = sample_of_nodeid(str(entry.get("test") or "")) if starts else None
+    sample = sample_of_nodeid(test) if starts else None
     return starts.get(sample, line) if sample is not None else line

@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_longctx.backends import Price, price_of
 from pytest_longctx.backends.prompt_cache import READ_FACTOR, WRITE_FACTOR, WRITE_FACTOR_1H, min_cacheable_tokens
+from pytest_longctx.dispatch.policy import PlannedRequest
 
 #: A judge call the plan cannot build (its prompt holds the model's answer): assumed input tokens and output cap.
 JUDGE_INPUT_TOKENS = 200
@@ -208,9 +209,8 @@ def gate_cost_line(plan: dict[str, Any]) -> str | None:
             + f"; the whole design ${cost['whole_usd']:,.2f} (list prices, at most the output cap)")
 
 
-def read_plan(plan_file: Path) -> Iterator[dict[str, Any]]:
-    """The planned requests the child plan run wrote (one JSON object a line)."""
+def read_plan(plan_file: Path) -> Iterator[PlannedRequest]:
+    """The planned requests the child plan run wrote (one JSON object a line), with their line in the plan."""
     with plan_file.open(encoding="utf-8") as fh:
-        for line in fh:
-            if line.strip():
-                yield json.loads(line)
+        for number, line in enumerate(text for text in fh if text.strip()):
+            yield PlannedRequest.from_plan(json.loads(line), number)

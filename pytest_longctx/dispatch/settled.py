@@ -5,24 +5,22 @@ threshold text and how it settled) whenever an alarm settles while others go on.
 alarm (a threshold matching its experiment and params) is settled is no longer needed: right before its request
 would be sent, or while it waits for prefetch to answer it, it ends skipped
 (:class:`~pytest_longctx.dispatch.skips.AlarmsSettled`). A trial no threshold covers is never skipped this way (it
-runs until the whole run stops). Which thresholds cover a trial is the caller's function (the session knows the
-thresholds); this module only reads the file, re-reading it when it changed.
+runs until the whole run stops). The session hands the alarm thresholds (:class:`~.policy.Alarm`); this module only
+reads the file, re-reading it when it changed.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.dispatch.policy import Alarm, Settled, Trial, covering_alarms, settled_by
 from pytest_longctx.dispatch.skips import AlarmsSettled
 from pytest_longctx.util.fsutil import atomic_write_text
-
-#: ``(experiment, params) -> texts of the thresholds covering that cell``.
-Covering = Callable[[str, Mapping[str, Any]], Sequence[str]]
 
 
 def settled_path(stop_file: str | Path) -> Path:
@@ -39,10 +37,8 @@ def write_settled(path: Path, settled: Mapping[str, str]) -> None:
 def unneeded(settled: Mapping[str, str], covering: Sequence[str]) -> AlarmsSettled | None:
     """The skip for a trial covered by ``covering`` when every one of them is ``settled`` (None otherwise, and
     for a trial no threshold covers)."""
-    if not covering or any(t not in settled for t in covering):
-        return None
-    texts = sorted(set(covering))
-    return AlarmsSettled(texts, [settled[t] for t in texts])
+    found = settled_by(settled, covering)
+    return found.skip() if found is not None else None
 
 
 @dataclass
@@ -50,7 +46,8 @@ class SettledAlarms:
     """Worker side: the controller's settled alarms, read from ``path`` when it changed."""
 
     path: Path
-    covering: Covering
+    #: the run's alarm thresholds (which trials each covers)
+    alarms: Sequence[Alarm]
     _stamp: tuple[int, int, int] | None = field(default=None, repr=False)
     _settled: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -69,8 +66,12 @@ class SettledAlarms:
             self._settled = {str(k): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
         return self._settled
 
+    def settled(self, trial: Trial) -> Settled | None:
+        """Which settled alarms leave ``trial`` unneeded (None: it is needed; :class:`~.policy.Settling`)."""
+        settled = self.current()
+        return settled_by(settled, covering_alarms(self.alarms, trial)) if settled else None
+
     def check(self, experiment: str, params: Mapping[str, Any]) -> None:
         """Raise :class:`AlarmsSettled` when every alarm covering this trial is settled."""
-        settled = self.current()
-        if settled and (skip := unneeded(settled, self.covering(experiment, params))) is not None:
-            raise skip
+        if (found := self.settled(Trial(experiment, params))) is not None:
+            raise found.skip()

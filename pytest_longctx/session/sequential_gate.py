@@ -145,48 +145,6 @@ def set_groups(config: pytest.Config, nodeids: list[str]) -> None:
     seq.sizes = sizes
 
 
-def allowance(config: pytest.Config) -> Any:
-    """For the prefetch dispatcher: ``(entry, line) -> whether that planned request is inside the window`` (None:
-    no window). A request is placed by its test: the first test index of its sample group (the same order every
-    process runs; before the groups are known, its line in the plan, which runs in that order too), and may go out
-    once that place is less than the reported tests plus the window. The lowest test not yet reported is always
-    inside (every test before it has reported), whatever requests went out of order (prompt-cache siblings, a test
-    waiting far ahead); the dispatcher sends a request a test waits for anyway (``dispatch/lanes.py``)."""
-    seq = config.stash.get(SEQ_KEY, None)
-    if seq is None:
-        return None
-    from pytest_longctx.dispatch.ordering import place
-
-    return lambda entry, line: place(entry, line, seq.starts) < seq.reported + seq.window
-
-
-def batch_gate(config: pytest.Config) -> Any:
-    """For the batch rounds (``dispatch.batch_rounds``): the last sample index the gate has looked at, and why the
-    run stops (the gate settled, or a budget, -x, a signal; None while it goes on). None without a gate."""
-    seq = config.stash.get(SEQ_KEY, None)
-    if seq is None:
-        return None
-    state = config.stash[RUN_KEY]
-    return lambda: (seq.looked_sample, seq.stopped or state.stop_reason)
-
-
-def unneeded(config: pytest.Config) -> Any:
-    """For the prefetch dispatcher: ``(experiment, params) -> why`` once every alarm covering that trial is settled
-    (None: still needed, or no alarm covers it); None without per-alarm stops."""
-    seq = config.stash.get(SEQ_KEY, None)
-    if seq is None or seq.stop != "alarm":
-        return None
-
-    def why(experiment: str, params: dict[str, Any]) -> str | None:
-        settled = seq.unneeded
-        covering = [t.text for t in seq.thresholds if t.matches(experiment, params)] if settled else []
-        if covering and all(t in settled for t in covering):
-            return "; ".join(f"alarm '{t}' {seq.why.get(t, 'settled')}" for t in covering)
-        return None
-
-    return why
-
-
 def settled_alarms(config: pytest.Config) -> Any:
     """Every process's model client: the settled alarms the controller writes beside the stop file (None without
     per-alarm stops)."""
@@ -196,9 +154,7 @@ def settled_alarms(config: pytest.Config) -> Any:
         return None
     from pytest_longctx.dispatch.settled import SettledAlarms, settled_path
 
-    thresholds = s.thresholds
-    return SettledAlarms(settled_path(stop_file),
-                         lambda experiment, params: [t.text for t in thresholds if t.matches(experiment, params)])
+    return SettledAlarms(settled_path(stop_file), s.thresholds)
 
 
 def on_report(config: pytest.Config, report: pytest.TestReport, records: list[dict[str, Any]]) -> None:

@@ -90,17 +90,14 @@ def start_prefetch(config: pytest.Config) -> None:
     if not s.batch:  # send while the child plans; workers start only once the plan (keys.txt) is complete
         options = {**shared.backend_options(s.model), "max_concurrency": s.max_concurrency}
         backend = build_backend(s.model, context_window=s.context_window, **options)
-        dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency)
         from pytest_longctx.dispatch.ledger import Ledger
+        from pytest_longctx.session.gate_policy import gate_policy
 
-        dispatcher.ledger = Ledger.beside(shared.stop_file)  # debited before each request goes out
+        # debited in the ledger before each request goes out; --longctx-sequential: a window ahead of the reported
+        # tests, and no request for trials only settled alarms cover
+        dispatcher = Dispatcher(backend, cache, work, plan_path(work), concurrency=s.max_concurrency,
+                                ledger=Ledger.beside(shared.stop_file), policy=gate_policy(config))
         state.dispatcher = dispatcher  # from now on a stop (SIGINT, -x, fatal error) cancels it
-        from pytest_longctx.session.sequential_gate import allowance
-
-        dispatcher.allowance = allowance(config)  # --longctx-sequential: a window ahead of the reported tests
-        from pytest_longctx.session.sequential_gate import unneeded
-
-        dispatcher.unneeded = unneeded(config)  # and no request for trials only settled alarms cover
     state.display.say("planning the run in a child process (every request built, none sent by it); "
                       + ("then the uncached ones go out as Message Batches"
                          + (", in rounds the sequential gate looks between" if s.sequential else "") if s.batch else
@@ -123,19 +120,17 @@ def start_prefetch(config: pytest.Config) -> None:
         state.notes.append(f"prefetch off: {exc}")
         shutil.rmtree(work, ignore_errors=True)
         return
-    from pytest_longctx.session.sequential_gate import batch_gate
+    from pytest_longctx.session.gate_policy import gate_policy
 
-    gate = batch_gate(config) if s.batch else None
+    gate = gate_policy(config) if s.batch else None
     if gate is not None:  # --longctx-sequential: in rounds, a thread beside the tests (dispatch/batch_rounds.py)
         from pytest_longctx.dispatch.batch_progress import StatusLine
         from pytest_longctx.dispatch.batch_rounds import BatchRounds
 
         tw = config.get_terminal_writer()
-        from pytest_longctx.session.sequential_gate import unneeded as unneeded_of
-
+        # per-alarm stops: no later round asks for trials only settled alarms cover
         lane = BatchRounds(s, cache, work, plan_file, gate, StatusLine(lambda text: tw.write(text, flush=True),
                                                                          tty=False))
-        lane.unneeded = unneeded_of(config)  # per-alarm stops: no later round asks for trials settled alarms cover
         from pytest_longctx.dispatch.ledger import Ledger
 
         lane.run.ledger = Ledger.beside(shared.stop_file)  # each request debited at the batch price before a round
