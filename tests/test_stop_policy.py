@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pytest_longctx.dispatch.policy import PlannedRequest, Trial, settled_by
 from pytest_longctx.dispatch.skips import AlarmsSettled
-from pytest_longctx.results.thresholds import parse_threshold
+from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.session.gate_policy import GatePolicy
 from pytest_longctx.session.keys import RunState
 from pytest_longctx.session.sequential_gate import SeqRun
