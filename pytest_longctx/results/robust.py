@@ -29,7 +29,9 @@ simulation (``benchmarks/sim_family.py``) calls them with a thousand rows at onc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -172,6 +174,8 @@ class PooledRows:
     excess: Array | None = None  # measured design effect - 1
     floor: Array | None = None
     m: float = 1.0
+    sums: Array | None = None  # right answers per cluster (B, G): what the monotone envelope starts from
+    shape: Shape | None = None
 
     def deff_at(self, p0: Array) -> Array:
         if self.excess is None or self.floor is None:
@@ -191,72 +195,69 @@ class PooledRows:
 
     def p_below(self, value: float | Array) -> Array:
         """One-sided p of 'accuracy >= value' (small when the data show it below): what :meth:`bounds`' upper
-        bound inverts. Monotone: never below the p of any count with fewer right answers (see :meth:`_chain`)."""
-        own = self._p_below(value)
-        chain = self._chain()
-        if chain is None:
-            return own
-        worse = np.maximum.accumulate(chain._p_below(value))  # over 0..K right answers
-        return np.asarray(np.maximum(own, worse[self._index()]))
+        bound inverts. Monotone: the largest p of the records at most as good (:mod:`~.envelope`)."""
+        return self._enveloped(lambda rows: rows._p_below(value), self._p_below(value), upper=True)
 
     def p_above(self, value: float | Array) -> Array:
         """One-sided p of 'accuracy <= value' (small when the data show it above): what the lower bound inverts.
-        Monotone: never below the p of any count with more right answers."""
-        own = self._p_above(value)
-        chain = self._chain()
-        if chain is None:
-            return own
-        better = np.maximum.accumulate(chain._p_above(value)[::-1])[::-1]  # over K..N right answers
-        return np.asarray(np.maximum(own, better[self._index()]))
+        Monotone: the largest p of the records at least as good."""
+        return self._enveloped(lambda rows: rows._p_above(value), self._p_above(value), upper=False)
 
     def _p_below(self, value: float | Array) -> Array:
-        v = np.broadcast_to(np.asarray(value, dtype=float), self.accuracy.shape)
-        z = self.statistic(v)
+        z = self._z(value, np.inf)
         return np.asarray(np.where(np.isfinite(z), t_cdf(np.nan_to_num(z), self.df), np.where(z > 0, 1.0, 0.0)))
 
     def _p_above(self, value: float | Array) -> Array:
-        v = np.broadcast_to(np.asarray(value, dtype=float), self.accuracy.shape)
-        z = self.statistic(v)
+        z = self._z(value, -np.inf)
         return np.asarray(np.where(np.isfinite(z), t_cdf(-np.nan_to_num(z), self.df), np.where(z > 0, 0.0, 1.0)))
 
+    def _z(self, value: float | Array, keep: float) -> Array:
+        """The statistic at ``value``; where it points away from what the p tests (``keep``: its sign there), it
+        takes the design's worst case (``deff = m``): a p of at least 1/2 that grows as right answers fall
+        whatever their spread, so that the envelope's p is monotone there too."""
+        v = np.broadcast_to(np.asarray(value, dtype=float), self.accuracy.shape)
+        z = self.statistic(v)
+        spread = np.sqrt(np.maximum(v * (1 - v) * max(self.m, 1.0) / self.n, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            worst = np.where(spread > 0, (self.accuracy - v) / spread, z)
+        return np.asarray(np.where(np.sign(z) == np.sign(keep), worst, z))
+
     def bounds(self, alpha: float) -> tuple[Array, Array]:
-        """One-sided ``1 - alpha`` lower and upper bounds: the values the score test rejects exactly at."""
-        return self._monotone(t_ppf(1 - alpha, self.df), 1 - alpha)
+        """One-sided ``1 - alpha`` lower and upper bounds: the values the score test rejects exactly at, taken over
+        the records at least (lower) and at most (upper) as good (:mod:`~pytest_longctx.results.envelope`)."""
+        return self._monotone(t_ppf(1 - alpha, self.df))
 
     def interval(self, level: float) -> tuple[Array, Array]:
         """The two-sided ``level`` interval."""
-        return self._monotone(t_ppf(1 - (1 - level) / 2, self.df), 1 - (1 - level) / 2)
+        return self._monotone(t_ppf(1 - (1 - level) / 2, self.df))
 
-    def _index(self) -> Array:
-        return np.asarray(np.clip(np.rint(self.correct), 0, round(self.n)).astype(int))
+    def _envelope(self, row: int, upper: bool) -> list[PooledRows]:
+        """Row ``row``'s envelope: the rows of every total of the records at least (at most) as good, with the
+        largest variance they can have (:func:`~pytest_longctx.results.envelope.envelope_rows`)."""
+        from pytest_longctx.results.envelope import envelope_rows
 
-    def _chain(self) -> PooledRows | None:
-        """Every count of right answers ``j = 0..N`` over this design, with the design effect at its smoothed
-        worst case alone (``1 + (m - 1) W / (W + min(j, N - j))``): the bounds a data set with ``j`` right answers
-        has at the least. The bounds take the envelope over it: the lower bound is at most every chain bound
-        with at least as many right answers, the upper bound at least every one with at most as many. Since the
-        data's own design effect is at least that floor, the chain's bound at ``j = K`` is never tighter than the
-        data's; so the floor's relaxation with each minority answer can never lift a bound above where fewer
-        wrong answers put it (2,320 trials over 20 questions: 0.870 with every answer right, and no higher with
-        1 to 24 wrong). None when the design has no trial or is too large to chain (over 200,000 trials)."""
-        n = round(self.n)
-        if n <= 0 or n > 200_000 or self.m <= 1.0:
-            return None
-        j = np.arange(n + 1, dtype=float)
-        floor = 1.0 + (self.m - 1.0) * (PRIOR_WEIGHT / (PRIOR_WEIGHT + np.minimum(j, n - j)))
-        df = np.full(j.shape, float(np.min(self.df)))
-        return PooledRows(j, j / n, floor, n / floor, df, float(n), None, None, self.m)
+        assert self.sums is not None and self.shape is not None
+        return [pooled_from(block[0], block[1], self.shape)
+                for block in envelope_rows(self.sums[row], self.shape, upper)]
 
-    def _monotone(self, crit: Array, q: float) -> tuple[Array, Array]:
+    def _enveloped(self, reading: Callable[[PooledRows], Array], own: Array, upper: bool,
+                   pick: Callable[..., Any] = np.max) -> Array:
+        """``reading`` per row, taken (``pick``: max or min) over the row's envelope and its own value."""
+        from pytest_longctx.results.envelope import affordable
+
+        if self.sums is None or self.shape is None or not affordable(self.shape):
+            return own
+        out = np.array(own, dtype=float, copy=True)
+        for i in range(out.shape[0]):
+            for rows in self._envelope(i, upper):
+                out[i] = pick([out[i], pick(reading(rows))])
+        return out
+
+    def _monotone(self, crit: Array) -> tuple[Array, Array]:
         low, high = self._bounds(crit)
-        chain = self._chain()
-        if chain is None:
-            return low, high
-        c_low, c_high = chain._bounds(t_ppf(q, chain.df))
-        at = self._index()
-        better_low = np.minimum.accumulate(c_low[::-1])[::-1]  # min over K..N right answers
-        worse_high = np.maximum.accumulate(c_high)  # max over 0..K
-        return np.asarray(np.minimum(low, better_low[at])), np.asarray(np.maximum(high, worse_high[at]))
+        c = float(np.min(crit))
+        return (self._enveloped(lambda rows: rows._bounds(np.full(rows.df.shape, c))[0], low, False, np.min),
+                self._enveloped(lambda rows: rows._bounds(np.full(rows.df.shape, c))[1], high, True, np.max))
 
     def _bounds(self, crit: Array) -> tuple[Array, Array]:
         p = self.accuracy
@@ -278,12 +279,18 @@ def pooled_rows(correct_sums: Array, shape: Shape) -> PooledRows:
     """Pooled accuracy from each row's right answers per cluster (``(B, G)``)."""
     sums = np.asarray(correct_sums, dtype=float)
     k = sums.sum(axis=-1)
+    return pooled_from(k, cr2_variance(sums - (k / shape.n)[..., None] * shape.sizes, shape), shape, sums)
+
+
+def pooled_from(k: Array, variance: Array, shape: Shape, sums: Array | None = None) -> PooledRows:
+    """Rows of ``k`` right answers whose mean has the CR2 variance ``variance`` (``sums``: the right answers per
+    cluster they come from, for the monotone envelope; None: the rows are an envelope's own)."""
     p = k / shape.n
-    measured = measured_deff(cr2_variance(sums - p[..., None] * shape.sizes, shape), p * (1 - p) / shape.n)
+    measured = measured_deff(variance, p * (1 - p) / shape.n)
     floor = deff_floor(np.minimum(k, shape.n - k), shape)
     deff = np.maximum(measured, floor)
     df = satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
-    return PooledRows(k, p, deff, shape.n / deff, df, shape.n, measured - 1.0, floor, shape.m)
+    return PooledRows(k, p, deff, shape.n / deff, df, shape.n, measured - 1.0, floor, shape.m, sums, shape)
 
 
 @dataclass(frozen=True)
