@@ -323,6 +323,8 @@ class PairedRows:
     cross_term: Array | float = 0.0  # sum r_g n_g / (1 - h_g) / N^2
     #: the continuity correction: :data:`CONTINUITY` effective discordant pairs, on the difference's scale
     correction: Array | float = 0.0
+    #: the record the rows come from (one row), for the monotone envelope (:mod:`~.envelope`)
+    record: Any = None
 
     def statistic(self, d0: Array) -> Array:
         raw = self.centre - d0
@@ -332,7 +334,13 @@ class PairedRows:
             return np.asarray(delta / np.sqrt(self.se * self.se + extra))
 
     def p_drop_over(self, margin: float) -> Array:
-        """One-sided p of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
+        """One-sided p of 'the drop is at most ``margin``' (small when the data show a larger drop); with a record,
+        the largest over the records at most as good for this run (:func:`~.envelope.paired_p_over`)."""
+        from pytest_longctx.results.envelope import paired_p_over
+
+        return paired_p_over(self, margin)
+
+    def own_p_over(self, margin: float) -> Array:
         return t_cdf(self.statistic(np.full_like(self.centre, -margin)), self.df)
 
     def _edge(self, crit: Array, upper: bool) -> Array:
@@ -348,24 +356,39 @@ class PairedRows:
         return np.asarray(np.where(reached, outside, 1.0 if upper else -1.0))
 
     def interval(self, level: float) -> tuple[Array, Array]:
-        crit = t_ppf(1 - (1 - level) / 2, self.df)
-        return self._edge(crit, upper=False), self._edge(crit, upper=True)
+        """The two-sided ``level`` interval (with a record: monotone, see :func:`~.envelope.paired_edge`)."""
+        from pytest_longctx.results.envelope import paired_edge
+
+        q = 1 - (1 - level) / 2
+        return paired_edge(self, q, upper=False), paired_edge(self, q, upper=True)
 
     def drop_lower(self, alpha: float) -> Array:
         """One-sided ``1 - alpha`` lower bound of the drop: the margin :meth:`p_drop_over` reaches ``alpha`` at."""
-        return np.asarray(-self._edge(t_ppf(1 - alpha, self.df), upper=True))
+        from pytest_longctx.results.envelope import paired_edge
+
+        return np.asarray(-paired_edge(self, 1 - alpha, upper=True))
 
 
-def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shape) -> PairedRows:
+def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shape,
+                record: Any = None) -> PairedRows:
     """Paired differences (now minus before) from each row's per-cluster sums of differences and its counts of
-    regressions (right -> wrong) and improvements."""
+    regressions (right -> wrong) and improvements (``record``: a single row's
+    :class:`~pytest_longctx.results.envelope.PairedRecord`, for the monotone envelope)."""
     d_sums = np.asarray(diff_sums, dtype=float)
     n = shape.n
     reg, imp = np.asarray(regressed, dtype=float), np.asarray(improved, dtype=float)
+    residuals = d_sums - ((imp - reg) / n)[..., None] * shape.sizes
+    cross = (residuals * shape.sizes / (1.0 - shape.h)).sum(axis=-1) / n ** 2
+    return paired_from(reg, imp, cr2_variance(residuals, shape), cross, shape, record)
+
+
+def paired_from(reg: Array, imp: Array, variance: Array, cross: Array, shape: Shape,
+                record: Any = None) -> PairedRows:
+    """Rows of ``reg`` regressed and ``imp`` improved pairs whose differences have the CR2 variance ``variance``
+    and the cross term ``cross`` (``sum_g r_g n_g / (1 - h_g) / N^2``)."""
+    n = shape.n
     diff = (imp - reg) / n
-    residuals = d_sums - diff[..., None] * shape.sizes
-    v = cr2_variance(residuals, shape)
-    deff = smoothed_deff(v, ((reg + imp) / n - diff * diff) / n, reg + imp, shape, PAIRED_FLOOR_POWER,
+    deff = smoothed_deff(variance, ((reg + imp) / n - diff * diff) / n, reg + imp, shape, PAIRED_FLOOR_POWER,
                          PAIRED_PRIOR_WEIGHT)
     # Agresti-Min on the effective counts: half a pseudo-pair in each of the four cells.
     b, c, m = reg / deff + 0.5, imp / deff + 0.5, n / deff + 2
@@ -374,7 +397,5 @@ def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shap
     df = satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
     if shape.clusters < 2:
         return PairedRows(reg, imp, diff, centre, se, deff, df, correction=CONTINUITY / m)
-    inflate = 1.0 / (1.0 - shape.h)
-    size_term = float((shape.sizes ** 2 * inflate).sum() / n ** 2)
-    cross_term = (residuals * shape.sizes * inflate).sum(axis=-1) / n ** 2
-    return PairedRows(reg, imp, diff, centre, se, deff, df, size_term, cross_term, CONTINUITY / m)
+    size_term = float((shape.sizes ** 2 / (1.0 - shape.h)).sum() / n ** 2)
+    return PairedRows(reg, imp, diff, centre, se, deff, df, size_term, cross, CONTINUITY / m, record)
