@@ -378,7 +378,8 @@ def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shap
     n = shape.n
     reg, imp = np.asarray(regressed, dtype=float), np.asarray(improved, dtype=float)
     residuals = d_sums - ((imp - reg) / n)[..., None] * shape.sizes
-    cross = (residuals * shape.sizes / (1.0 - shape.h)).sum(axis=-1) / n ** 2
+    with np.errstate(divide="ignore", invalid="ignore"):  # one cluster: no cross term (see paired_from)
+        cross = (residuals * shape.sizes / (1.0 - shape.h)).sum(axis=-1) / n ** 2
     return paired_from(reg, imp, cr2_variance(residuals, shape), cross, shape, record)
 
 
