@@ -49,19 +49,22 @@ def fill_variance(right: Array, shape: Shape, totals: Array) -> Array:
 
 def max_convex(start: Array, shape: Shape, centres: Array, extra: Array) -> Array:
     """Per row: an upper bound of ``sum_g (y_g - c_g)^2 / (1 - h_g)`` over ``start <= y <= sizes`` with
-    ``sum (y - start) = extra`` (``centres``: ``c`` per row): each cluster's square lies under its chord, and the
-    chords' maximum fills clusters whole, best gain per answer first, the last in part (a fractional knapsack)."""
+    ``sum (y - start) = extra`` (``centres``: ``c`` per row). No cluster can take more than ``extra``, so each moves
+    within ``[start, min(sizes, start + extra)]``; its square lies under its chord there, and the chords' maximum fills
+    clusters whole, best gain per answer first, the last in part (a fractional knapsack). A lower start or a larger
+    ``extra`` only lengthens the chords: the bound grows as the record gets worse."""
     w = 1.0 / (1.0 - shape.h)
+    e = np.asarray(extra, dtype=float)[:, None]
+    top = np.minimum(shape.sizes, start + e)
     a = w * (start - centres) ** 2
-    gain = w * (shape.sizes - centres) ** 2 - a
-    return np.asarray(a.sum(axis=1) + _greedy(gain, shape.sizes - start, extra))
+    gain = w * (top - centres) ** 2 - a
+    return np.asarray(a.sum(axis=1) + _greedy(gain, top - start, extra))
 
 
 def max_linear(start: Array, shape: Shape, coef: Array, extra: Array) -> Array:
     """Per row: the maximum of ``sum_g coef_g y_g`` over ``start <= y <= sizes`` with ``sum (y - start) = extra``."""
-    room = shape.sizes - start
-    gain = np.broadcast_to(coef * room, (len(extra), len(room)))
-    return np.asarray(float(np.dot(coef, start)) + _greedy(gain, room, extra))
+    room = np.broadcast_to(shape.sizes - start, (len(extra), len(start)))
+    return np.asarray(float(np.dot(coef, start)) + _greedy(coef * room, room, extra))
 
 
 def _greedy(gain: Array, room: Array, extra: Array) -> Array:
@@ -69,7 +72,7 @@ def _greedy(gain: Array, room: Array, extra: Array) -> Array:
     ratio = np.where(room > 0, gain / np.where(room > 0, room, 1.0), -np.inf)
     order = np.argsort(-ratio, axis=1, kind="stable")
     r_s = np.take_along_axis(ratio, order, axis=1)
-    room_s = np.broadcast_to(room, gain.shape)[np.arange(gain.shape[0])[:, None], order]
+    room_s = np.take_along_axis(np.broadcast_to(room, gain.shape), order, axis=1)
     gain_s = np.take_along_axis(gain, order, axis=1)
     filled = np.cumsum(room_s, axis=1)
     before = filled - room_s
@@ -202,7 +205,7 @@ def paired_edge(rows: PairedRows, q: float, upper: bool) -> Array:
     env = _rows(rows, worse=upper)
     if env is None:
         return own
-    edges = env._edge(t_ppf(q, env.df), upper)
+    edges = env._edge(np.full_like(env.df, float(t_ppf(q, env.df[:1])[0])), upper)  # one df: the design's
     return np.asarray([max(own[0], edges.max()) if upper else min(own[0], edges.min())])
 
 
@@ -228,9 +231,11 @@ def paired_p_under(rows: PairedRows, margin: float, own: float) -> float:
     if env is None or not isinstance(record, PairedRecord):
         return own
     shape = record.shape
-    totals = record.rows(False)[4]
-    now_deff = pooled_from(totals, fill_variance(record.now, shape, totals), shape).deff
-    null = np.maximum(np.maximum(env.deff, now_deff), record.before_deff)
+    if "null" not in record._cache:
+        totals = record.rows(False)[4]
+        now_deff = pooled_from(totals, fill_variance(record.now, shape, totals), shape).deff
+        record._cache["null"] = np.maximum(np.maximum(env.deff, now_deff), record.before_deff)
+    null = record._cache["null"]
     near = p_under(env.regressed, env.improved, shape.n, null, env.df, margin)
     far = p_under(env.regressed, env.improved, shape.n, np.full_like(null, max(shape.m, 1.0)), env.df, margin)
     return float(np.max(np.where(env.regressed - env.improved >= margin * shape.n, far, near)))

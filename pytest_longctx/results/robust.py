@@ -133,6 +133,13 @@ def working_rho(deff: Array, shape: Shape) -> Array:
     return np.asarray(np.clip((deff - 1.0) / (shape.m - 1.0), 0.0, 1.0))
 
 
+def design_df(deff: Array, shape: Shape) -> Array:
+    """The degrees of freedom per row: Satterthwaite's at the working correlation (computed once when it is 0)."""
+    if WORKING_RHO_SHARE == 0.0:
+        return np.full(np.shape(deff), float(satterthwaite_df(shape, np.zeros(1))[0]))
+    return satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
+
+
 def t_ppf(q: float | Array, df: Array) -> Array:
     from scipy.stats import t
 
@@ -235,25 +242,16 @@ class PooledRows:
         """The two-sided ``level`` interval."""
         return self._monotone(t_ppf(1 - (1 - level) / 2, self.df))
 
-    def _envelope(self, row: int, upper: bool) -> list[PooledRows]:
-        """Row ``row``'s envelope: the rows of every total of the records at least (at most) as good, with the
-        largest variance they can have (:func:`~pytest_longctx.results.envelope.envelope_rows`)."""
-        from pytest_longctx.results.envelope import envelope_rows
-
-        assert self.sums is not None and self.shape is not None
-        return [pooled_from(block[0], block[1], self.shape)
-                for block in envelope_rows(self.sums[row], self.shape, upper)]
-
     def _enveloped(self, reading: Callable[[PooledRows], Array], own: Array, upper: bool,
                    pick: Callable[..., Any] = np.max) -> Array:
         """``reading`` per row, taken (``pick``: max or min) over the row's envelope and its own value."""
-        from pytest_longctx.results.envelope import affordable
+        from pytest_longctx.results.envelope import affordable, envelope_rows
 
         if self.sums is None or self.shape is None or not affordable(self.shape):
             return own
         out = np.array(own, dtype=float, copy=True)
-        for i in range(out.shape[0]):
-            for rows in self._envelope(i, upper):
+        for i in range(out.shape[0]):  # the records at least (at most) as good, by total, at their largest variance
+            for rows in (pooled_from(b[0], b[1], self.shape) for b in envelope_rows(self.sums[i], self.shape, upper)):
                 out[i] = pick([out[i], pick(reading(rows))])
         return out
 
@@ -293,7 +291,7 @@ def pooled_from(k: Array, variance: Array, shape: Shape, sums: Array | None = No
     measured = measured_deff(variance, p * (1 - p) / shape.n)
     floor = deff_floor(np.minimum(k, shape.n - k), shape)
     deff = np.maximum(measured, floor)
-    df = satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
+    df = design_df(deff, shape)
     return PooledRows(k, p, deff, shape.n / deff, df, shape.n, measured - 1.0, floor, shape.m, sums, shape)
 
 
@@ -395,7 +393,7 @@ def paired_from(reg: Array, imp: Array, variance: Array, cross: Array, shape: Sh
     b, c, m = reg / deff + 0.5, imp / deff + 0.5, n / deff + 2
     centre = (c - b) / m
     se = np.sqrt(np.maximum((b + c) / m - centre * centre, 0.0) / m)
-    df = satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
+    df = design_df(deff, shape)
     if shape.clusters < 2:
         return PairedRows(reg, imp, diff, centre, se, deff, df, correction=CONTINUITY / m)
     size_term = float((shape.sizes ** 2 / (1.0 - shape.h)).sum() / n ** 2)
