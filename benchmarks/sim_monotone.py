@@ -127,12 +127,15 @@ def paired_table(runs: int, seed: int) -> None:
                 print(" | ".join(out) + " |", flush=True)
 
 
+def _header(title: str, columns: list[str]) -> None:
+    print(f"\n{title}\n| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
+
+
 def effective_table(runs: int, seed: int) -> None:
     sim = _load("sim_effective")
-    print(f"\n3. effective length /shown at alpha {ALPHA}, bar {DEFAULT_THRESHOLD}, {runs} runs a case: the share of "
-          "runs whose lower bound lies above the true effective length (nominal at most 5%)")
-    print("| design | icc | truth | bootstrap quantile (200 replicates) | per-length bounds (now) |")
-    print("|---|---|---|---|---|")
+    _header(f"3. effective length /shown at alpha {ALPHA}, bar {DEFAULT_THRESHOLD}, {runs} runs a case: the share "
+            "of runs whose lower bound lies above the true effective length (nominal at most 5%)",
+            ["design", "icc", "truth", "bootstrap quantile (200 replicates)", "per-length bounds (now)"])
     for lay in sim.layouts():
         n_l = len(lay.tokens)
         for icc in (0.3, 0.8):
@@ -160,10 +163,9 @@ def effective_table(runs: int, seed: int) -> None:
 
 def level_table(runs: int, seed: int) -> None:
     conf = _load("conformance")
-    print(f"\n4. the fixed paired test (max-drop=0 at alpha {ALPHA}), {runs} runs a case: without / with the "
-          "continuity correction; nulls: false alarms [Wilson upper end]; otherwise power")
-    print("| design | shape | model | without | with | check |")
-    print("|---|---|---|---|---|---|")
+    _header(f"4. the fixed paired test (max-drop=0 at alpha {ALPHA}), {runs} runs a case: without / with the "
+            "continuity correction; nulls: false alarms [Wilson upper end]; otherwise power",
+            ["design", "shape", "model", "without", "with", "check"])
     for name, make in conf.DESIGNS.items():
         d = make()
         for case in conf.cases(d):

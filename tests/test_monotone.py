@@ -43,10 +43,22 @@ def records(draw: st.DrawFn) -> tuple[list[int], list[int], int]:
     return sizes, right, flip
 
 
-@settings(max_examples=300, deadline=None, database=None)
-@given(records(), st.sampled_from([0.05, 0.0125]), st.floats(0.05, 0.95))
+@st.composite
+def unequal(draw: st.DrawFn) -> tuple[list[int], list[int], int]:
+    """Items of any sizes (1 to 60), any right answers, and an item holding a right answer to turn wrong."""
+    sizes = draw(st.lists(st.integers(1, 60), min_size=2, max_size=12))
+    right = [draw(st.integers(0, n)) for n in sizes]
+    if not any(right):
+        right[0] = 1
+    flip = draw(st.sampled_from([g for g, k in enumerate(right) if k > 0]))
+    return sizes, right, flip
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(st.one_of(records(), unequal()), st.sampled_from([0.05, 0.0125]), st.floats(0.05, 0.95))
 def test_one_more_wrong_answer_never_helps_a_pooled_reading(record: tuple[list[int], list[int], int],
                                                             alpha: float, bar: float) -> None:
+    """Items of one size at the ceiling or the floor (:func:`records`), or of any sizes and answers."""
     never_helps(record, alpha, bar)
 
 
@@ -64,24 +76,6 @@ def never_helps(record: tuple[list[int], list[int], int], alpha: float, bar: flo
     assert ilo1[0] <= ilo0[0] + EPS and ihi1[0] <= ihi0[0] + EPS
     assert after.p_above(bar)[0] >= before.p_above(bar)[0] - EPS  # 'shown at least A' no easier
     assert after.p_below(bar)[0] <= before.p_below(bar)[0] + EPS  # 'shown below A' no harder
-
-
-@st.composite
-def unequal(draw: st.DrawFn) -> tuple[list[int], list[int], int]:
-    """Items of any sizes (1 to 60), any right answers, and an item holding a right answer to turn wrong."""
-    sizes = draw(st.lists(st.integers(1, 60), min_size=2, max_size=12))
-    right = [draw(st.integers(0, n)) for n in sizes]
-    if not any(right):
-        right[0] = 1
-    flip = draw(st.sampled_from([g for g, k in enumerate(right) if k > 0]))
-    return sizes, right, flip
-
-
-@settings(max_examples=150, deadline=None, database=None)
-@given(unequal(), st.sampled_from([0.05, 0.0125]), st.floats(0.05, 0.95))
-def test_one_more_wrong_answer_never_helps_with_items_of_any_sizes(record: tuple[list[int], list[int], int],
-                                                                   alpha: float, bar: float) -> None:
-    never_helps(record, alpha, bar)
 
 
 def test_the_issues_unequal_record_no_longer_narrows() -> None:
