@@ -8,8 +8,8 @@ them the one decision (``results/decide.py`` -> ``results/decision.py``):
 * refuses a record that lists a trial twice (exit 4, through ``longctx-gate`` too);
 * never exits 0 when a candidate trial errored (exit 1, as the run);
 * is ``longctx-gate``'s on the same two records (the same exit code and verdicts as the run's);
-* never turns a fail into a pass when the candidate answers more questions wrong (the decision layer: readings,
-  Holm and the status; bounds at the ceiling are ``results/robust.py``'s own tests).
+* never turns a fail into a pass when the candidate answers more questions wrong, items asked unequally often, every
+  kind and reading (the readings' own monotonicity: ``tests/test_monotone.py``).
 """
 
 from __future__ import annotations
@@ -33,15 +33,19 @@ from pytest_longctx.gate_spec import Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
 from pytest_longctx.results.decision import GateResult
-from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
+from pytest_longctx.results.evidence import Evidence, LengthAxis, assign_clusters, by_experiment, describe
 from pytest_longctx.results.schema import record_problem
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 EXPERIMENTS = ("qa", "lrt")
 DECLARED = by_experiment([Evidence(e, "item", "question", "asked in every cell") for e in EXPERIMENTS])
+LENGTHS = by_experiment([Evidence(e, "item", "question", "asked in every cell", LengthAxis("size"))
+                         for e in EXPERIMENTS])
 OUTCOMES = ("correct", "incorrect", "error")
 THRESHOLDS = ("*:max-drop=0", "experiment=qa:max-drop=0.05/shown", "*:max-drop=0.1/point", "experiment=lrt:min=0.5",
               "*:min=0.6/shown", "experiment=qa:min=0.7/point", "*:max-drop=0/each", "experiment=lrt:max-drop=0.02")
+EFFECTIVE = ("*:min-effective-length=2/shown", "*:min-effective-length=2", "*:min-effective-length=3/point",
+             "*:min=0.6/each", "*:max-drop=0.05/shown/each")
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,8 @@ class Pair:
 
 
 @st.composite
-def pairs(draw: st.DrawFn, errors: bool = True) -> Pair:
+def pairs(draw: st.DrawFn, errors: bool = True, unequal: bool = False) -> Pair:
+    """``unequal``: each item asked in only some cells (items of unequal sizes)."""
     experiments = draw(st.lists(st.sampled_from(EXPERIMENTS), min_size=1, max_size=2, unique=True))
     outcome = st.sampled_from(OUTCOMES if errors else OUTCOMES[:2])
     weighted = st.one_of(st.just("correct"), outcome)  # mostly right, as real runs are
@@ -61,7 +66,8 @@ def pairs(draw: st.DrawFn, errors: bool = True) -> Pair:
         items = draw(st.integers(1, 8))
         for size in range(1, draw(st.integers(1, 3)) + 1):
             for item in range(items):
-                out[(experiment, size, item)] = (draw(weighted), draw(weighted))
+                if not unequal or size == 1 or draw(st.booleans()):
+                    out[(experiment, size, item)] = (draw(weighted), draw(weighted))
     return Pair(out)
 
 
@@ -99,10 +105,10 @@ class Settings:
     plan: bool = False
 
 
-def decided(pair: Pair, thresholds: list[str], **kw: Any) -> GateResult:
+def decided(pair: Pair, thresholds: list[str], declared: dict[str, Evidence] = DECLARED, **kw: Any) -> GateResult:
     """The run's decision on the candidate of ``pair`` against its baseline."""
     ts = tuple(parse_threshold(t) for t in thresholds)
-    return decide(record(pair, 1, **kw), Settings(ts), DECLARED, record(pair, 0, **kw), [])
+    return decide(record(pair, 1, **kw), Settings(ts), declared, record(pair, 0, **kw), [])
 
 
 def summary(result: GateResult) -> tuple[Any, ...]:
@@ -202,11 +208,13 @@ def _worse(pair: Pair, data: st.DataObject) -> Pair:
     return Pair({k: (base, "incorrect" if k in flipped else cand) for k, (base, cand) in pair.outcomes.items()})
 
 
-@given(pairs(errors=False), st.sampled_from(THRESHOLDS), st.data())
+@given(pairs(errors=False, unequal=True), st.sampled_from(THRESHOLDS + EFFECTIVE), st.data())
 @SETTINGS
 def test_more_wrong_answers_never_turn_a_fail_into_a_pass(pair: Pair, threshold: str, data: st.DataObject) -> None:
-    before = decided(pair, [threshold])
-    after = decided(_worse(pair, data), [threshold])
+    """Every kind and reading, items asked unequally often (the ``size`` parameter as a length axis for the
+    effective length): a candidate with more wrong answers is never passed where it failed."""
+    before = decided(pair, [threshold], LENGTHS)
+    after = decided(_worse(pair, data), [threshold], LENGTHS)
     if before.status == "fail":
         assert after.status in ("fail", "error"), (threshold, before.checks, after.checks)
 

@@ -144,15 +144,17 @@ class PairedDiff:
         not shown yet would share its items' fate as their answers do. A test with the observed variance passes
         a real drop far too often when items are few and repeat across cells: most samples of 20 questions hold
         none of the few that fall, and then show a small drop with a small variance (``sim_gate.py --shown``).
+        Monotone: the largest p of the records at least as good for this run (:func:`~.envelope.paired_p_under`).
         """
         if self.pairs == 0:
             return 1.0
-        n, drop = self.pairs, -self.diff
-        regressed = max(self.regressed / n, self.improved / n + margin)
-        variance = max(2 * regressed - margin - margin * margin, 0.0) * self.null_deff / n
-        if variance <= 0.0:
-            return 0.0 if drop < margin else 1.0
-        return t_cdf((drop - margin) / math.sqrt(variance), self.df)
+        import numpy as np
+
+        from pytest_longctx.results.envelope import p_under, paired_p_under
+
+        own = float(p_under(np.array([float(self.regressed)]), np.array([float(self.improved)]), float(self.pairs),
+                            np.array([self.null_deff]), np.array([self.df]), margin)[0])
+        return own if self.rows is None else paired_p_under(self.rows, margin, own)
 
     def drop_upper(self, alpha: float) -> float:
         """One-sided (1 - alpha) upper confidence bound of the drop (the compared run's accuracy minus this one's):
@@ -186,16 +188,24 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
     n = len(now)
     if n == 0:
         return PairedDiff(0, 0, 0, 0, 0.0, -1.0, 1.0, math.inf, 1.0, math.inf, 1.0, 0.0, level)
+    from pytest_longctx.results.envelope import PairedRecord
+
     d = [float(a) - float(b) for a, b in zip(now, before, strict=True)]
     regressed = sum(1 for x in d if x < 0)
     improved = sum(1 for x in d if x > 0)
+    both = sum(1 for a, b in zip(now, before, strict=True) if a and b)
     sums, sizes = cluster_totals(d, clusters)
-    rows = paired_rows(np.array([sums]), np.array([regressed]), np.array([improved]), Shape.of(sizes))
+    shape = Shape.of(sizes)
+    before_deff = _outcome_deff(before, clusters)
+    record = PairedRecord(np.array(cluster_totals([float(a) for a in now], clusters)[0]),
+                          np.array(cluster_totals([float(b) for b in before], clusters)[0]), shape,
+                          regressed, improved, both, n - regressed - improved - both, before_deff)
+    rows = paired_rows(np.array([sums]), np.array([regressed]), np.array([improved]), shape, record)
     low, high = rows.interval(level)
     centre, se, df = float(rows.centre[0]), float(rows.se[0]), float(rows.df[0])
     z = float(rows.statistic(np.zeros(1))[0])
     p_value = min(1.0, 2 * min(t_cdf(z, df), t_cdf(-z, df)))
-    null_deff = max(float(rows.deff[0]), _outcome_deff(now, clusters), _outcome_deff(before, clusters))
+    null_deff = max(float(rows.deff[0]), _outcome_deff(now, clusters), before_deff)
     return PairedDiff(n, len(sizes), regressed, improved, float(rows.diff[0]), float(low[0]), float(high[0]), se,
                       float(rows.deff[0]), df, p_value, centre, level, null_deff, rows)
 

@@ -19,6 +19,9 @@ the alarm tests, at each such length, "its accuracy is at least the bar" by the 
 ``min=A`` alarm uses (:mod:`~pytest_longctx.results.robust`, items as clusters), and takes Holm's adjusted smallest
 p across them (Holm's first step: ``k`` times the smallest of ``k`` p's), so it fires wrongly at most alpha of the
 time when every length truly reaches the bar, whatever the lengths' correlation (``benchmarks/sim_effective.py``).
+``min-effective-length=T/shown`` reads the same per-length tests as a lower bound (:meth:`EffectiveLength.shown`):
+the longest length up to which every tested length is shown at the bar, monotone by construction (a bootstrap
+quantile was not: one more wrong answer could lift it); the bootstrap interval stays what the report prints.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import json
 import math
 import zlib
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_longctx.results.evidence import DEFAULT, Evidence, LengthAxis
@@ -65,6 +68,9 @@ class EffectiveLength:
     share: float | None = None
     #: per tested length, the clustered one-sided p of "its accuracy is at least the bar" (None: the relative bar)
     p_levels: tuple[float, ...] | None = None
+    #: per tested length, its pooled accuracy's rows (:class:`~pytest_longctx.results.robust.PooledRows`; None: one
+    #: item), for the ``/shown`` lower bound (None: the relative bar)
+    level_rows: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
     @property
     def at_least(self) -> bool:
@@ -97,6 +103,22 @@ class EffectiveLength:
             return self.tokens
         ordered = sorted(self.boot)
         return ordered[min(len(ordered) - 1, max(0, int(q * len(ordered) + 0.5) - 1))]
+
+    def shown(self, alpha: float) -> int:
+        """The one-sided ``1 - alpha`` lower bound of the effective length (what ``/shown`` reads): the longest tested
+        length such that every tested length up to it is shown at the bar (its pooled one-sided ``1 - alpha`` lower
+        bound reaches it); 0 when the shortest is not. It lies above the true effective length only when the first
+        length truly under the bar is shown at it: at most ``alpha`` of the time, with no correction across lengths.
+        Monotone by construction: a wrong answer never raises a length's bound (:mod:`~.envelope`), so never this.
+        Without per-length rows (the relative bar): the bootstrap's ``alpha`` quantile."""
+        if self.level_rows is None:
+            return self.quantile(alpha)
+        out = 0
+        for lv, rows in zip(self.levels, self.level_rows, strict=True):
+            if rows is None or float(rows.bounds(alpha)[0][0]) < self.threshold - 1e-12:
+                break
+            out = lv.tokens
+        return out
 
     def interval(self, level: float = 0.95) -> tuple[int, int]:
         return self.quantile((1 - level) / 2), self.quantile(1 - (1 - level) / 2)
@@ -236,26 +258,24 @@ def effective_length(trials: Sequence[Mapping[str, Any]], axis: LengthAxis, thre
     relative_tokens = int(_longest(observed, table.lengths, _relative_bar(observed, share))[0])
     relative = EffectiveLength(share * levels[0].accuracy, relative_tokens, levels,
                                tuple(int(b) for b in relative_boot), axis.param, share=share)
+    rows = level_rows(table.right, table.asked)
     return EffectiveLength(threshold, int(_longest(observed, table.lengths, threshold)[0]), levels,
                            tuple(int(b) for b in boot), axis.param, relative=relative,
-                           p_levels=level_p(table.right, table.asked, threshold))
+                           p_levels=tuple(1.0 if r is None else float(r.p_below(threshold)[0]) for r in rows),
+                           level_rows=rows)
 
 
-def level_p(right: Any, asked: Any, threshold: float) -> tuple[float, ...]:
-    """Per tested length (column): the clustered one-sided p of "its accuracy is at least ``threshold``" over the
-    items (rows) asked at it (the ``min=A`` alarm's test)."""
+def level_rows(right: Any, asked: Any) -> tuple[Any, ...]:
+    """Per tested length (column): the pooled accuracy's rows over the items (rows) asked at it (what the ``min=A``
+    alarm tests and ``min=A/shown`` bounds); None where one item cannot show anything."""
     import numpy as np
 
     from pytest_longctx.results.robust import Shape, pooled_rows
 
-    out = []
+    out: list[Any] = []
     for j in range(right.shape[1]):
         held = asked[:, j] > 0
-        if held.sum() < 2:
-            out.append(1.0)  # one item cannot show anything
-            continue
-        rows = pooled_rows(np.array([right[held, j]]), Shape.of(asked[held, j]))
-        out.append(float(rows.p_below(threshold)[0]))
+        out.append(None if held.sum() < 2 else pooled_rows(np.array([right[held, j]]), Shape.of(asked[held, j])))
     return tuple(out)
 
 

@@ -241,7 +241,7 @@ def _effective(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs
         ok = found.tokens >= t
         return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {t:,.0f} (point)"}
     if threshold.reading == "shown":
-        bound = found.quantile(inputs.alpha)
+        bound = found.shown(inputs.alpha)
         ok = bound >= t
         return {**out, "verdict": "pass" if ok else "fail",
                 "words": f"{said}: {'shown' if ok else 'not shown'} at least {t:,.0f} (lower bound {bound:,})"}

@@ -29,7 +29,9 @@ simulation (``benchmarks/sim_family.py``) calls them with a thousand rows at onc
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -45,6 +47,10 @@ PAIRED_FLOOR_POWER = 2.0
 PAIRED_PRIOR_WEIGHT = 1.0
 #: The share of the null-imposed variance increment the paired test adds (1: the whole CR2 variance at the null).
 NULL_SHARE = 1.0
+#: The paired test's continuity correction, in effective discordant pairs (McNemar's, after Edwards 1948: half the
+#: step of ``c - b``): without it the alarm fired 5.1-5.5% of the time at alpha 0.05 in nulls of few discordant pairs
+#: or many items (``benchmarks/conformance.py``: lrt, litm-*); with it at most 5.0% (``benchmarks/sim_monotone.py``).
+CONTINUITY = 0.5
 #: The working correlation of the degrees of freedom, as a share of the one the design effect implies.
 WORKING_RHO_SHARE = 0.0
 
@@ -127,6 +133,13 @@ def working_rho(deff: Array, shape: Shape) -> Array:
     return np.asarray(np.clip((deff - 1.0) / (shape.m - 1.0), 0.0, 1.0))
 
 
+def design_df(deff: Array, shape: Shape) -> Array:
+    """The degrees of freedom per row: Satterthwaite's at the working correlation (computed once when it is 0)."""
+    if WORKING_RHO_SHARE == 0.0:
+        return np.full(np.shape(deff), float(satterthwaite_df(shape, np.zeros(1))[0]))
+    return satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
+
+
 def t_ppf(q: float | Array, df: Array) -> Array:
     from scipy.stats import t
 
@@ -172,6 +185,8 @@ class PooledRows:
     excess: Array | None = None  # measured design effect - 1
     floor: Array | None = None
     m: float = 1.0
+    sums: Array | None = None  # right answers per cluster (B, G): what the monotone envelope starts from
+    shape: Shape | None = None
 
     def deff_at(self, p0: Array) -> Array:
         if self.excess is None or self.floor is None:
@@ -191,72 +206,60 @@ class PooledRows:
 
     def p_below(self, value: float | Array) -> Array:
         """One-sided p of 'accuracy >= value' (small when the data show it below): what :meth:`bounds`' upper
-        bound inverts. Monotone: never below the p of any count with fewer right answers (see :meth:`_chain`)."""
-        own = self._p_below(value)
-        chain = self._chain()
-        if chain is None:
-            return own
-        worse = np.maximum.accumulate(chain._p_below(value))  # over 0..K right answers
-        return np.asarray(np.maximum(own, worse[self._index()]))
+        bound inverts. Monotone: the largest p of the records at most as good (:mod:`~.envelope`)."""
+        return self._enveloped(lambda rows: rows._p_below(value), self._p_below(value), upper=True)
 
     def p_above(self, value: float | Array) -> Array:
         """One-sided p of 'accuracy <= value' (small when the data show it above): what the lower bound inverts.
-        Monotone: never below the p of any count with more right answers."""
-        own = self._p_above(value)
-        chain = self._chain()
-        if chain is None:
-            return own
-        better = np.maximum.accumulate(chain._p_above(value)[::-1])[::-1]  # over K..N right answers
-        return np.asarray(np.maximum(own, better[self._index()]))
+        Monotone: the largest p of the records at least as good."""
+        return self._enveloped(lambda rows: rows._p_above(value), self._p_above(value), upper=False)
 
     def _p_below(self, value: float | Array) -> Array:
-        v = np.broadcast_to(np.asarray(value, dtype=float), self.accuracy.shape)
-        z = self.statistic(v)
+        z = self._z(value, np.inf)
         return np.asarray(np.where(np.isfinite(z), t_cdf(np.nan_to_num(z), self.df), np.where(z > 0, 1.0, 0.0)))
 
     def _p_above(self, value: float | Array) -> Array:
-        v = np.broadcast_to(np.asarray(value, dtype=float), self.accuracy.shape)
-        z = self.statistic(v)
+        z = self._z(value, -np.inf)
         return np.asarray(np.where(np.isfinite(z), t_cdf(-np.nan_to_num(z), self.df), np.where(z > 0, 0.0, 1.0)))
 
+    def _z(self, value: float | Array, keep: float) -> Array:
+        """The statistic at ``value``; where it points away from what the p tests (``keep``: its sign there), it
+        takes the design's worst case (``deff = m``): a p of at least 1/2 that grows as right answers fall
+        whatever their spread, so that the envelope's p is monotone there too."""
+        v = np.broadcast_to(np.asarray(value, dtype=float), self.accuracy.shape)
+        z = self.statistic(v)
+        spread = np.sqrt(np.maximum(v * (1 - v) * max(self.m, 1.0) / self.n, 0.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            worst = np.where(spread > 0, (self.accuracy - v) / spread, z)
+        return np.asarray(np.where(np.sign(z) == np.sign(keep), worst, z))
+
     def bounds(self, alpha: float) -> tuple[Array, Array]:
-        """One-sided ``1 - alpha`` lower and upper bounds: the values the score test rejects exactly at."""
-        return self._monotone(t_ppf(1 - alpha, self.df), 1 - alpha)
+        """One-sided ``1 - alpha`` lower and upper bounds: the values the score test rejects exactly at, taken over
+        the records at least (lower) and at most (upper) as good (:mod:`~pytest_longctx.results.envelope`)."""
+        return self._monotone(t_ppf(1 - alpha, self.df))
 
     def interval(self, level: float) -> tuple[Array, Array]:
         """The two-sided ``level`` interval."""
-        return self._monotone(t_ppf(1 - (1 - level) / 2, self.df), 1 - (1 - level) / 2)
+        return self._monotone(t_ppf(1 - (1 - level) / 2, self.df))
 
-    def _index(self) -> Array:
-        return np.asarray(np.clip(np.rint(self.correct), 0, round(self.n)).astype(int))
+    def _enveloped(self, reading: Callable[[PooledRows], Array], own: Array, upper: bool,
+                   pick: Callable[..., Any] = np.max) -> Array:
+        """``reading`` per row, taken (``pick``: max or min) over the row's envelope and its own value."""
+        from pytest_longctx.results.envelope import affordable, envelope_rows
 
-    def _chain(self) -> PooledRows | None:
-        """Every count of right answers ``j = 0..N`` over this design, with the design effect at its smoothed
-        worst case alone (``1 + (m - 1) W / (W + min(j, N - j))``): the bounds a data set with ``j`` right answers
-        has at the least. The bounds take the envelope over it: the lower bound is at most every chain bound
-        with at least as many right answers, the upper bound at least every one with at most as many. Since the
-        data's own design effect is at least that floor, the chain's bound at ``j = K`` is never tighter than the
-        data's; so the floor's relaxation with each minority answer can never lift a bound above where fewer
-        wrong answers put it (2,320 trials over 20 questions: 0.870 with every answer right, and no higher with
-        1 to 24 wrong). None when the design has no trial or is too large to chain (over 200,000 trials)."""
-        n = round(self.n)
-        if n <= 0 or n > 200_000 or self.m <= 1.0:
-            return None
-        j = np.arange(n + 1, dtype=float)
-        floor = 1.0 + (self.m - 1.0) * (PRIOR_WEIGHT / (PRIOR_WEIGHT + np.minimum(j, n - j)))
-        df = np.full(j.shape, float(np.min(self.df)))
-        return PooledRows(j, j / n, floor, n / floor, df, float(n), None, None, self.m)
+        if self.sums is None or self.shape is None or not affordable(self.shape):
+            return own
+        out = np.array(own, dtype=float, copy=True)
+        for i in range(out.shape[0]):  # the records at least (at most) as good, by total, at their largest variance
+            for rows in (pooled_from(b[0], b[1], self.shape) for b in envelope_rows(self.sums[i], self.shape, upper)):
+                out[i] = pick([out[i], pick(reading(rows))])
+        return out
 
-    def _monotone(self, crit: Array, q: float) -> tuple[Array, Array]:
+    def _monotone(self, crit: Array) -> tuple[Array, Array]:
         low, high = self._bounds(crit)
-        chain = self._chain()
-        if chain is None:
-            return low, high
-        c_low, c_high = chain._bounds(t_ppf(q, chain.df))
-        at = self._index()
-        better_low = np.minimum.accumulate(c_low[::-1])[::-1]  # min over K..N right answers
-        worse_high = np.maximum.accumulate(c_high)  # max over 0..K
-        return np.asarray(np.minimum(low, better_low[at])), np.asarray(np.maximum(high, worse_high[at]))
+        c = float(np.min(crit))
+        return (self._enveloped(lambda rows: rows._bounds(np.full(rows.df.shape, c))[0], low, False, np.min),
+                self._enveloped(lambda rows: rows._bounds(np.full(rows.df.shape, c))[1], high, True, np.max))
 
     def _bounds(self, crit: Array) -> tuple[Array, Array]:
         p = self.accuracy
@@ -278,12 +281,18 @@ def pooled_rows(correct_sums: Array, shape: Shape) -> PooledRows:
     """Pooled accuracy from each row's right answers per cluster (``(B, G)``)."""
     sums = np.asarray(correct_sums, dtype=float)
     k = sums.sum(axis=-1)
+    return pooled_from(k, cr2_variance(sums - (k / shape.n)[..., None] * shape.sizes, shape), shape, sums)
+
+
+def pooled_from(k: Array, variance: Array, shape: Shape, sums: Array | None = None) -> PooledRows:
+    """Rows of ``k`` right answers whose mean has the CR2 variance ``variance`` (``sums``: the right answers per
+    cluster they come from, for the monotone envelope; None: the rows are an envelope's own)."""
     p = k / shape.n
-    measured = measured_deff(cr2_variance(sums - p[..., None] * shape.sizes, shape), p * (1 - p) / shape.n)
+    measured = measured_deff(variance, p * (1 - p) / shape.n)
     floor = deff_floor(np.minimum(k, shape.n - k), shape)
     deff = np.maximum(measured, floor)
-    df = satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
-    return PooledRows(k, p, deff, shape.n / deff, df, shape.n, measured - 1.0, floor, shape.m)
+    df = design_df(deff, shape)
+    return PooledRows(k, p, deff, shape.n / deff, df, shape.n, measured - 1.0, floor, shape.m, sums, shape)
 
 
 @dataclass(frozen=True)
@@ -296,7 +305,9 @@ class PairedRows:
     ``((c - d0)^2 sum_g n_g^2 / (1 - h_g) + 2 (c - d0) sum_g r_g n_g / (1 - h_g)) / N^2``. It keeps the alarm
     at its level between two different models of equal accuracy when few items carry the weight (a plain t-test
     fired 6-7% there; ``benchmarks/sim_family.py``), and a test with fewer effective items than its critical value
-    squared never rejects: such a run cannot show a drop.
+    squared never rejects: such a run cannot show a drop. The centre's distance from ``d0`` is shortened by half an
+    effective discordant pair (:data:`CONTINUITY`), McNemar's continuity correction: the alarm holds its level where
+    discordant pairs are few.
     """
 
     regressed: Array
@@ -308,15 +319,26 @@ class PairedRows:
     df: Array
     size_term: Array | float = 0.0  # sum n_g^2 / (1 - h_g) / N^2
     cross_term: Array | float = 0.0  # sum r_g n_g / (1 - h_g) / N^2
+    #: the continuity correction: :data:`CONTINUITY` effective discordant pairs, on the difference's scale
+    correction: Array | float = 0.0
+    #: the record the rows come from (one row), for the monotone envelope (:mod:`~.envelope`)
+    record: Any = None
 
     def statistic(self, d0: Array) -> Array:
-        delta = self.centre - d0
+        raw = self.centre - d0
+        delta = np.sign(raw) * np.maximum(np.abs(raw) - self.correction, 0.0)
         extra = NULL_SHARE * np.maximum(delta * delta * self.size_term + 2 * delta * self.cross_term, 0.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.asarray(delta / np.sqrt(self.se * self.se + extra))
 
     def p_drop_over(self, margin: float) -> Array:
-        """One-sided p of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
+        """One-sided p of 'the drop is at most ``margin``' (small when the data show a larger drop); with a record,
+        the largest over the records at most as good for this run (:func:`~.envelope.paired_p_over`)."""
+        from pytest_longctx.results.envelope import paired_p_over
+
+        return paired_p_over(self, margin)
+
+    def own_p_over(self, margin: float) -> Array:
         return t_cdf(self.statistic(np.full_like(self.centre, -margin)), self.df)
 
     def _edge(self, crit: Array, upper: bool) -> Array:
@@ -332,33 +354,47 @@ class PairedRows:
         return np.asarray(np.where(reached, outside, 1.0 if upper else -1.0))
 
     def interval(self, level: float) -> tuple[Array, Array]:
-        crit = t_ppf(1 - (1 - level) / 2, self.df)
-        return self._edge(crit, upper=False), self._edge(crit, upper=True)
+        """The two-sided ``level`` interval (with a record: monotone, see :func:`~.envelope.paired_edge`)."""
+        from pytest_longctx.results.envelope import paired_edge
+
+        q = 1 - (1 - level) / 2
+        return paired_edge(self, q, upper=False), paired_edge(self, q, upper=True)
 
     def drop_lower(self, alpha: float) -> Array:
         """One-sided ``1 - alpha`` lower bound of the drop: the margin :meth:`p_drop_over` reaches ``alpha`` at."""
-        return np.asarray(-self._edge(t_ppf(1 - alpha, self.df), upper=True))
+        from pytest_longctx.results.envelope import paired_edge
+
+        return np.asarray(-paired_edge(self, 1 - alpha, upper=True))
 
 
-def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shape) -> PairedRows:
+def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shape,
+                record: Any = None) -> PairedRows:
     """Paired differences (now minus before) from each row's per-cluster sums of differences and its counts of
-    regressions (right -> wrong) and improvements."""
+    regressions (right -> wrong) and improvements (``record``: a single row's
+    :class:`~pytest_longctx.results.envelope.PairedRecord`, for the monotone envelope)."""
     d_sums = np.asarray(diff_sums, dtype=float)
     n = shape.n
     reg, imp = np.asarray(regressed, dtype=float), np.asarray(improved, dtype=float)
+    residuals = d_sums - ((imp - reg) / n)[..., None] * shape.sizes
+    with np.errstate(divide="ignore", invalid="ignore"):  # one cluster: no cross term (see paired_from)
+        cross = (residuals * shape.sizes / (1.0 - shape.h)).sum(axis=-1) / n ** 2
+    return paired_from(reg, imp, cr2_variance(residuals, shape), cross, shape, record)
+
+
+def paired_from(reg: Array, imp: Array, variance: Array, cross: Array, shape: Shape,
+                record: Any = None) -> PairedRows:
+    """Rows of ``reg`` regressed and ``imp`` improved pairs whose differences have the CR2 variance ``variance``
+    and the cross term ``cross`` (``sum_g r_g n_g / (1 - h_g) / N^2``)."""
+    n = shape.n
     diff = (imp - reg) / n
-    residuals = d_sums - diff[..., None] * shape.sizes
-    v = cr2_variance(residuals, shape)
-    deff = smoothed_deff(v, ((reg + imp) / n - diff * diff) / n, reg + imp, shape, PAIRED_FLOOR_POWER,
+    deff = smoothed_deff(variance, ((reg + imp) / n - diff * diff) / n, reg + imp, shape, PAIRED_FLOOR_POWER,
                          PAIRED_PRIOR_WEIGHT)
     # Agresti-Min on the effective counts: half a pseudo-pair in each of the four cells.
     b, c, m = reg / deff + 0.5, imp / deff + 0.5, n / deff + 2
     centre = (c - b) / m
     se = np.sqrt(np.maximum((b + c) / m - centre * centre, 0.0) / m)
-    df = satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
+    df = design_df(deff, shape)
     if shape.clusters < 2:
-        return PairedRows(reg, imp, diff, centre, se, deff, df)
-    inflate = 1.0 / (1.0 - shape.h)
-    size_term = float((shape.sizes ** 2 * inflate).sum() / n ** 2)
-    cross_term = (residuals * shape.sizes * inflate).sum(axis=-1) / n ** 2
-    return PairedRows(reg, imp, diff, centre, se, deff, df, size_term, cross_term)
+        return PairedRows(reg, imp, diff, centre, se, deff, df, correction=CONTINUITY / m)
+    size_term = float((shape.sizes ** 2 / (1.0 - shape.h)).sum() / n ** 2)
+    return PairedRows(reg, imp, diff, centre, se, deff, df, size_term, cross, CONTINUITY / m, record)
