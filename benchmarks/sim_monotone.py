@@ -37,9 +37,10 @@ from types import ModuleType
 
 import numpy as np
 
+from pytest_longctx.gate_spec import DEFAULT_EFFECTIVE_ACCURACY as DEFAULT_THRESHOLD
 from pytest_longctx.results import robust
 from pytest_longctx.results.clustered import paired_difference
-from pytest_longctx.results.effective import DEFAULT_THRESHOLD, EffectiveLength, Level, _longest, level_rows
+from pytest_longctx.results.effective import EffectiveLength, Level, _longest, level_rows
 from pytest_longctx.results.robust import Shape, pooled_rows
 from pytest_longctx.results.stats import wilson
 
