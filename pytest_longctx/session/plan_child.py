@@ -7,6 +7,7 @@ sends what it plans while it runs. An interrupted parent kills it (no planning c
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -108,8 +109,6 @@ def plan_args(config: Any) -> list[str]:
     The child runs with ``-o addopts=`` and gets these (filtered by :func:`child_args`) instead, so it plans
     with the same ``--longctx-*`` options and skips the same plugins, but never inherits ``-n``.
     """
-    import shlex
-
     return [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
             *config.invocation_params.args]
 
