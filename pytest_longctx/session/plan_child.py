@@ -12,7 +12,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 from pytest_longctx.session.options import SWITCH_WORDS
 
@@ -103,7 +104,7 @@ def run_plan(args: tuple[str, ...] | list[str], cwd: Path, work: Path,
     return plan_file
 
 
-def plan_args(config: Any) -> list[str]:
+def plan_args(config: pytest.Config) -> list[str]:
     """The parent's full command line as pytest sees it: ini ``addopts``, ``$PYTEST_ADDOPTS``, then the arguments.
 
     The child runs with ``-o addopts=`` and gets these (filtered by :func:`child_args`) instead, so it plans

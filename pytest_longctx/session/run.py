@@ -6,6 +6,7 @@ import datetime as dt
 import platform
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -193,7 +194,7 @@ def _chance(config: pytest.Config, record: dict[str, Any], settings: Settings, s
                          rootdir=settings.rootdir, double=provider.in_process)
 
 
-def _guarded(state: RunState, what: str, action: Any) -> None:
+def _guarded(state: RunState, what: str, action: Callable[[], object]) -> None:
     """Run one optional step of the finish; a failure becomes a note instead of losing the record."""
     try:
         action()
