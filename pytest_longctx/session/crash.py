@@ -18,6 +18,9 @@ from typing import Any
 
 import pytest
 
+from pytest_longctx.results.aggregate import RECORD_KEY
+from pytest_longctx.session.identity import IDENTITY_KEY, error_record, split_nodeid
+
 
 class CrashRecorder:
     """Hooks that turn xdist's crash reports into error records."""
@@ -28,8 +31,6 @@ class CrashRecorder:
         self.down: dict[str, str] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from pytest_longctx.session.identity import IDENTITY_KEY, split_nodeid
-
         if report.when == "setup":
             for name, value in report.user_properties:
                 if name == IDENTITY_KEY and isinstance(value, dict):
@@ -47,9 +48,6 @@ class CrashRecorder:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_handlecrashitem(self, crashitem: str, report: pytest.TestReport, sched: object) -> None:
-        from pytest_longctx.results.aggregate import RECORD_KEY
-        from pytest_longctx.session.identity import error_record
-
         identity, source = self._identity(crashitem)
         if identity is None:
             return
@@ -61,8 +59,6 @@ class CrashRecorder:
         report.user_properties = [*report.user_properties, (RECORD_KEY, record)]
 
     def _identity(self, nodeid: str) -> tuple[dict[str, Any] | None, str]:
-        from pytest_longctx.session.identity import split_nodeid
-
         known = self.identities.pop(nodeid, None)
         if known is not None:
             return known, "setup report"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -14,12 +15,15 @@ from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
+from pytest_longctx.dispatch.prefetch import Waiter
 from pytest_longctx.run_settings import Settings
+from pytest_longctx.session.defaults import samples_for
 from pytest_longctx.session.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it
 from pytest_longctx.session.identity import condition_params as condition_params
-from pytest_longctx.session.identity import trial_identity
-from pytest_longctx.session.keys import SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
-from pytest_longctx.session.sequential_gate import settled_alarms
+from pytest_longctx.session.identity import experiment_name, trial_identity
+from pytest_longctx.session.keys import CELL_SAMPLES_KEY, SETTINGS_KEY, SHARED_KEY, TRIAL_KEY
+from pytest_longctx.session.model_axis import MODEL_ARG, slug
+from pytest_longctx.session.sequential_gate import gate_of
 from pytest_longctx.session.trial import Trial, trial_seed
 
 
@@ -38,15 +42,15 @@ def make_client(config: pytest.Config, spec: ModelSpec, *, plan: bool | None = N
     backend = build_backend(spec, context_window=window, **shared.backend_options(spec))
     cache = ResponseCache(s.cache_dir) if s.cache != "off" else None
     waiter = None
+    gate = gate_of(config)  # --longctx-sequential: the alarms settled so far (a trial only they cover is skipped)
     if shared.prefetch_dir and cache is not None and spec == s.model:
-        from pytest_longctx.dispatch.prefetch import Waiter
 
         # batch rounds: a later round's answer comes after the batches before it (hours), or the round's thread ends
         waiter = Waiter(Path(shared.prefetch_dir), cache, timeout_s=float("inf") if s.batch else 3600.0)
     return ModelClient(backend, cache, s.cache, shared.share(), s.plan if plan is None else plan,
                        plan_out=s.plan_out, waiter=waiter, plan_counts=not os.environ.get("LONGCTX_CHILD"),
                        stop_file=Path(shared.stop_file) if shared.stop_file else None,
-                       prompt_cache=_prompt_cache(s, spec), settled=settled_alarms(config))
+                       prompt_cache=_prompt_cache(s, spec), settled=gate.settled_alarms() if gate else None)
 
 
 def _prompt_cache(s: Settings, spec: ModelSpec) -> bool:
@@ -127,3 +131,22 @@ def longctx(request: pytest.FixtureRequest, longctx_client: ModelClient, longctx
     item.stash[TRIAL_KEY] = trial
     return trial
 
+
+
+def parametrize(metafunc: pytest.Metafunc) -> None:
+    """A longctx test's trials: each model (several --longctx-model, in the order given: the same on every worker),
+    each sample (``CELL_SAMPLES_KEY`` an experiment set, else its --longctx-samples); an async test runs on the
+    session's one event loop, so clients never outlive their loop."""
+    settings = metafunc.config.stash[SETTINGS_KEY]
+    if settings.several and MODEL_ARG in metafunc.fixturenames:
+        metafunc.parametrize(MODEL_ARG, [m.spec for m in settings.models], ids=[slug(m.spec) for m in settings.models])
+    if SAMPLE_ARG in metafunc.fixturenames:
+        samples = metafunc.definition.stash.get(CELL_SAMPLES_KEY, None)
+        if samples is None:
+            samples = samples_for(metafunc.config, experiment_name(metafunc.definition))
+        metafunc.parametrize(SAMPLE_ARG, list(range(samples)), ids=[f"s{i}" for i in range(samples)])
+    func = metafunc.function
+    if inspect.iscoroutinefunction(func) and not any(
+        getattr(m, "name", "") == "asyncio" for m in getattr(func, "pytestmark", [])
+    ):
+        pytest.mark.asyncio(loop_scope="session")(func)

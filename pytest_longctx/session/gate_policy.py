@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pytest
-
 from pytest_longctx.dispatch.ordering import place
 from pytest_longctx.dispatch.policy import PlannedRequest, Settled, Trial, covering_alarms, settled_by
-from pytest_longctx.session.keys import RUN_KEY, RunState
-from pytest_longctx.session.sequential_gate import SEQ_KEY, SeqRun
+from pytest_longctx.session.keys import RunState
+from pytest_longctx.session.sequential_looks import SeqRun
 
 
 @dataclass(frozen=True)
@@ -50,9 +48,3 @@ class GatePolicy:
         if seq.stop != "alarm" or not done:
             return None
         return settled_by({t: seq.why.get(t, "settled") for t in done}, covering_alarms(seq.thresholds, trial))
-
-
-def gate_policy(config: pytest.Config) -> GatePolicy | None:
-    """The sequential gate's stop policy on the controller (None without ``--longctx-sequential``)."""
-    seq = config.stash.get(SEQ_KEY, None)
-    return GatePolicy(seq, config.stash[RUN_KEY]) if seq is not None else None

@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from pytest_longctx.session.trial import plain
+
 #: The parametrized argument that numbers trials within a cell.
 SAMPLE_ARG = "longctx_sample"
 #: The parametrized argument naming a trial's model when several run (``session/model_axis.py``); not a condition.
@@ -36,8 +38,6 @@ def experiment_name(item: pytest.Item) -> str:
 
 def condition_params(item: pytest.Item) -> dict[str, Any]:
     """The item's parametrization minus the sample index and names the marker excludes."""
-    from pytest_longctx.session.trial import plain
-
     callspec = getattr(item, "callspec", None)
     if callspec is None:
         return {}

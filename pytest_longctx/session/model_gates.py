@@ -17,12 +17,15 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_longctx.reporting.writer import PARTIAL_RECORD_NAME, write_record
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decision import GateResult, combine
 from pytest_longctx.results.evidence import Evidence
 from pytest_longctx.results.ranking import paired, rank
 from pytest_longctx.run_settings import Settings
+from pytest_longctx.session.keys import RunState
 from pytest_longctx.session.model_axis import slug
+from pytest_longctx.util.fsutil import atomic_write_text
 
 #: Under the report dir: ``models/<slug>/longctx.json``, one record per model (with its own history).
 MODELS_DIR = "models"
@@ -50,7 +53,7 @@ def split_trials(trials: Sequence[dict[str, Any]], reference: str) -> dict[str, 
     return out
 
 
-def decide_models(settings: Settings, state: Any, finished: float, workers: int, declared: dict[str, Evidence],
+def decide_models(settings: Settings, state: RunState, finished: float, workers: int, declared: dict[str, Evidence],
                   build_record: Callable[..., dict[str, Any]], decide: Callable[..., GateResult]
                   ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """The run's record (the reference's, with ``models``) and every model's own record, built and decided by the
@@ -136,13 +139,10 @@ def side_by_side(records: Mapping[str, Mapping[str, Any]], settings: Settings) -
 
 
 def write_model_records(records: Mapping[str, dict[str, Any]], run: Mapping[str, Any], settings: Settings,
-                        state: Any) -> None:
+                        state: RunState) -> None:
     """Each model's record to ``models/<slug>/longctx.json`` (the earlier one to its history); a failure is a
     note (the run's record holds every model's summary already). A stopped run writes each model's
     ``longctx.partial.json`` beside its last complete record instead, as the run's own record does."""
-    from pytest_longctx.reporting.writer import PARTIAL_RECORD_NAME, write_record
-    from pytest_longctx.util.fsutil import atomic_write_text
-
     for spec, record in records.items():
         record["notes"] = list(run.get("notes") or [])
         record["settings"] = {**(run.get("settings") or {}), **record["settings"]}  # + defaults, experiments' own

@@ -6,10 +6,13 @@ from typing import Any
 
 import pytest
 
+from pytest_longctx.corpus.missing import DataMissing, is_selected
 from pytest_longctx.dispatch.skips import AlarmsSettled, Planned
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
+from pytest_longctx.results.aggregate import RECORD_KEY, records_of
 from pytest_longctx.session.identity import IDENTITY_KEY, error_record, trial_identity
 from pytest_longctx.session.keys import EMITTED_KEY, TRIAL_KEY
+from pytest_longctx.session.trial import Trial
 
 PLAN_KEY = "longctx_plan"
 #: User property carrying a usage error that a fixture or test raised (its one-line message).
@@ -30,18 +33,11 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     """
     trial = item.stash.get(TRIAL_KEY, None)
     excinfo = call.excinfo
-    if (report.failed and excinfo is not None and isinstance(excinfo.value, UsageError)
-            and (trial is not None or item.get_closest_marker("longctx"))):
-        # Bad input found by a fixture or the test (docs folder, QA file, corpus): no trial record (it is not a
-        # result); the controller stops the session as a usage error on this report (see ``plugin.py``).
-        message = str(excinfo.value).split("\n")[0][:1000]
-        report.user_properties.append((USAGE_KEY, message))
-        report.longrepr = f"UsageError: {message}"
-        item.stash[EMITTED_KEY] = True
-        if hasattr(item.config, "workerinput") and not item.session.shouldstop:
-            item.session.shouldstop = "usage error"  # this worker runs nothing more
+    longctx = trial is not None or item.get_closest_marker("longctx") is not None
+    if report.failed and excinfo is not None and isinstance(excinfo.value, UsageError) and longctx:
+        _usage_error(item, report, excinfo.value)
         return
-    if report.when == "setup" and (trial is not None or item.get_closest_marker("longctx")):
+    if report.when == "setup" and longctx:
         if report.failed:
             # A fixture failed, before or after ``longctx`` was set up: an error of the cell, never a wrong answer.
             _emit(item, report, _setup_error_record(item, call, None if trial is None else trial.seed))
@@ -58,32 +54,95 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
         item.stash[EMITTED_KEY] = True
         return
     if excinfo is not None and isinstance(excinfo.value, Planned):
-        report.outcome = "skipped"
-        report.longrepr = (str(item.path), item.location[1] or 0, "longctx plan: request recorded, not sent")
-        identity = {"experiment": trial.experiment, "params": trial.params, "item": trial.item, "sample": trial.sample,
-                    "nodeid": trial.nodeid,  # what the trial asks: the plan's power statements count items
-                    **({"model": trial.model_key} if trial.model_key is not None else {})}
-        judge = "longctx_judge" in getattr(item, "fixturenames", ())  # the plan counts a judge call for it
-        report.user_properties.append((PLAN_KEY, {**excinfo.value.entry, "trial": identity, "judge": judge}))
-        item.stash[EMITTED_KEY] = True
-        del item.stash[TRIAL_KEY]  # done with: a plan of 19,750 trials need not keep each one's RNG and oracle
+        _planned(item, report, trial, excinfo.value)
         return
+    record = _call_record(item, call, report, trial)
+    if record is not None:
+        _emit(item, report, record)
+
+
+def _usage_error(item: pytest.Item, report: pytest.TestReport, error: UsageError) -> None:
+    """Bad input found by a fixture or the test (docs folder, QA file, corpus): no trial record (it is not a
+    result); the controller stops the session as a usage error on this report (``session/controller.py``)."""
+    message = str(error).split("\n")[0][:1000]
+    report.user_properties.append((USAGE_KEY, message))
+    report.longrepr = f"UsageError: {message}"
+    item.stash[EMITTED_KEY] = True
+    if hasattr(item.config, "workerinput") and not item.session.shouldstop:
+        item.session.shouldstop = "usage error"  # this worker runs nothing more
+
+
+def _planned(item: pytest.Item, report: pytest.TestReport, trial: Trial, planned: Planned) -> None:
+    """Plan mode: the test ends skipped and carries the request it would have sent."""
+    report.outcome = "skipped"
+    report.longrepr = (str(item.path), item.location[1] or 0, "longctx plan: request recorded, not sent")
+    identity = {"experiment": trial.experiment, "params": trial.params, "item": trial.item, "sample": trial.sample,
+                "nodeid": trial.nodeid,  # what the trial asks: the plan's power statements count items
+                **({"model": trial.model_key} if trial.model_key is not None else {})}
+    judge = "longctx_judge" in getattr(item, "fixturenames", ())  # the plan counts a judge call for it
+    report.user_properties.append((PLAN_KEY, {**planned.entry, "trial": identity, "judge": judge}))
+    item.stash[EMITTED_KEY] = True
+    del item.stash[TRIAL_KEY]  # done with: a plan of 19,750 trials need not keep each one's RNG and oracle
+
+
+def _call_record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,
+                 trial: Trial) -> dict[str, Any] | None:
+    """The trial's record after its call: correct, incorrect (a failed assert after an answer) or error."""
+    excinfo = call.excinfo
     if excinfo is not None and excinfo.type is AssertionError and trial.completions:
         reason = str(excinfo.value).split("\n")[0][:500] or "assertion failed"
         record = trial.to_record("incorrect", reason=reason)
         report.outcome = "passed"
         report.longrepr = None
-    elif report.passed:
-        record = trial.to_record("correct")
-    elif report.failed and excinfo is not None:
+        return record
+    if report.passed:
+        return trial.to_record("correct")
+    if report.failed and excinfo is not None:
         record = trial.to_record("error", error=f"{excinfo.typename}: {excinfo.value}".split("\n")[0][:1000])
         record["fatal"] = isinstance(excinfo.value, (FatalBackendError, UsageError))
         _shorten(call, report)
         if record["fatal"]:
             item.session.shouldstop = str(excinfo.value)
-    else:
-        return
-    _emit(item, report, record)
+        return record
+    return None
+
+
+def status_of(report: pytest.TestReport) -> tuple[str, str, str]:
+    """A longctx trial's category, letter and word: ``incorrect``, ``error``, ``planned``, ``usage error``, else
+    pytest's own."""
+    keys = {name for name, _ in report.user_properties}
+    if USAGE_KEY in keys:
+        return "usage error", "U", "USAGE ERROR"  # its own category: shown once, by the stop line
+    if PLAN_KEY in keys:
+        return "planned", "p", "PLANNED"
+    if report.when == "call":
+        for record in records_of(report.user_properties):
+            if record["outcome"] == "incorrect":
+                return "incorrect", "i", "INCORRECT"
+            if record["outcome"] == "error":
+                return "error", "E", "ERROR"
+        return {"passed": ("passed", ".", "PASSED"), "skipped": ("skipped", "s", "SKIPPED")}.get(
+            report.outcome, ("failed", "F", "FAILED"))
+    if report.failed:
+        return "error", "E", "ERROR"
+    return ("skipped", "s", "SKIPPED") if report.skipped else ("", "", "")
+
+
+def mark_collect_report(collector: pytest.Collector, report: pytest.CollectReport) -> None:
+    """A usage error while collecting (e.g. an experiment's corpus is missing) is marked on its report, which
+    xdist carries to the controller; the controller then stops the session as a usage error (exit 4, one line).
+    An experiment skipped for want of its data, when selected, carries its one summary line."""
+    call = getattr(report, "call", None)
+    excinfo = getattr(call, "excinfo", None)
+    if report.failed and excinfo is not None:
+        if isinstance(excinfo.value, (UsageError, pytest.UsageError)):
+            message = str(excinfo.value).split("\n")[0][:1000]
+            report.longrepr = f"UsageError: {message}"
+            report.longctx_usage_error = message  # type: ignore[attr-defined]
+    elif report.skipped and excinfo is not None:
+        missing = excinfo.value
+        if isinstance(missing, DataMissing) and is_selected(collector, missing.experiments):
+            report.longctx_data_missing = missing.to_json()  # type: ignore[attr-defined]  # one summary line
 
 
 def wrong_answer(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.ExceptionInfo[BaseException] | None:
@@ -101,8 +160,6 @@ def wrong_answer(item: pytest.Item, call: pytest.CallInfo[None]) -> pytest.Excep
 
 
 def _emit(item: pytest.Item, report: pytest.TestReport, record: dict[str, Any]) -> None:
-    from pytest_longctx.results.aggregate import RECORD_KEY
-
     report.user_properties.append((RECORD_KEY, record))
     item.stash[EMITTED_KEY] = True
 

@@ -7,11 +7,13 @@ sends what it plans while it runs. An interrupted parent kills it (no planning c
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+import pytest
 
 from pytest_longctx.session.option_def import SWITCH_WORDS
 
@@ -102,14 +104,12 @@ def run_plan(args: tuple[str, ...] | list[str], cwd: Path, work: Path,
     return plan_file
 
 
-def plan_args(config: Any) -> list[str]:
+def plan_args(config: pytest.Config) -> list[str]:
     """The parent's full command line as pytest sees it: ini ``addopts``, ``$PYTEST_ADDOPTS``, then the arguments.
 
     The child runs with ``-o addopts=`` and gets these (filtered by :func:`child_args`) instead, so it plans
     with the same ``--longctx-*`` options and skips the same plugins, but never inherits ``-n``.
     """
-    import shlex
-
     return [*config.getini("addopts"), *shlex.split(os.environ.get("PYTEST_ADDOPTS", "")),
             *config.invocation_params.args]
 

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.results.aggregate import cell_key
+from pytest_longctx.results.baseline import baseline_problems, refusal
+from pytest_longctx.results.schema import load_record
+from pytest_longctx.results.thresholds import describe_cells, unmatched
 from pytest_longctx.run_settings import Settings
+from pytest_longctx.session.identity import trial_identity
+from pytest_longctx.util.fsutil import folder_problem
 
 
 def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
@@ -27,16 +33,11 @@ def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
                          "pass --longctx-compare PATH (that run's longctx.json)")
     baseline = None
     if settings.compare is not None:
-        from pytest_longctx.results.schema import load_record
-
         baseline = load_record(settings.compare, flag="--longctx-compare")
-        from pytest_longctx.results.baseline import baseline_problems, refusal
-
         refused = refusal(settings.compare, baseline_problems(baseline, seed=settings.seed, protocol=settings.protocol),
                           partial_ok=settings.compare_partial)
         if refused is not None:
             raise UsageError(refused)
-    from pytest_longctx.util.fsutil import folder_problem
 
     problem = folder_problem(settings.report_dir)
     if problem is not None:
@@ -46,9 +47,6 @@ def check_gate_inputs(settings: Settings) -> dict[str, Any] | None:
 
 def collected_cells(items: list[pytest.Item]) -> list[dict[str, Any]]:
     """The condition cells (experiment and params) that the collected longctx items will fill."""
-    from pytest_longctx.results.aggregate import cell_key
-    from pytest_longctx.session.identity import trial_identity
-
     seen: dict[str, dict[str, Any]] = {}
     for item in items:
         if item.get_closest_marker("longctx") is None:
@@ -66,7 +64,6 @@ def check_selectors(settings: Settings, items: list[pytest.Item]) -> None:
     cells = collected_cells(items)
     if not cells:
         return  # no longctx test selected: pytest reports that itself (exit 5) or the run is not an eval
-    from pytest_longctx.results.thresholds import describe_cells, unmatched
 
     missing = unmatched(settings.thresholds, cells)
     if missing:
@@ -83,10 +80,29 @@ def check_baseline_cells(settings: Settings, items: list[pytest.Item],
     cells = collected_cells(items)
     if not cells:
         return None
-    from pytest_longctx.results.baseline import baseline_problems, refusal
-    from pytest_longctx.results.schema import load_record
 
     if baseline is None:
         baseline = load_record(settings.compare, flag="--longctx-compare")
     problems = [p for p in baseline_problems(baseline, seed=None, protocol=None, cells=cells) if p.kind == "cells"]
     return refusal(settings.compare, problems, partial_ok=settings.compare_partial)
+
+
+class WorkerCheck:
+    """On an xdist worker (the controller does not collect there): the compared run checked against this worker's
+    own items. When it is refused, its longctx tests end as that usage error before their first request, unsent,
+    and the controller stops the session (exit 4)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.refused: str | None = None
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        try:
+            self.refused = check_baseline_cells(self.settings, session.items)
+        except UsageError as exc:
+            self.refused = str(exc)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        if self.refused is not None and item.get_closest_marker("longctx") is not None:
+            raise UsageError(self.refused)

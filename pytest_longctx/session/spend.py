@@ -9,15 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
+
+from pytest_longctx.dispatch.ledger import Ledger, as_usage, totals
+from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 from pytest_longctx.session.money import price_words
+from pytest_longctx.session.sequential_looks import SEQ_KEY
 
 
-def account(config: Any, record: dict[str, Any], models: Mapping[str, dict[str, Any]]) -> None:
+def account(config: pytest.Config, record: dict[str, Any], models: Mapping[str, dict[str, Any]]) -> None:
     """The record's (and each model's record's) usage from the run's ledger: requests, tokens and dollars as
     sent, whatever the trials saw (response-cache hits stay counted apart, at $0: ``cache_hits``)."""
-    from pytest_longctx.dispatch.ledger import Ledger, as_usage, totals
-    from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
-
     ledger = Ledger.beside(config.stash[SHARED_KEY].stop_file)
     if ledger is None:
         return
@@ -76,11 +78,10 @@ def budget_words(usage: Mapping[str, Any]) -> str | None:
     return text
 
 
-def sequential_saving(config: Any, record: Mapping[str, Any], usage: Mapping[str, Any]) -> dict[str, Any] | None:
+def sequential_saving(config: pytest.Config, record: Mapping[str, Any],
+                      usage: Mapping[str, Any]) -> dict[str, Any] | None:
     """What a sequential run settled, skipped and saved: the trials of the design it did not run, at the dollars
     per answered trial it paid (None without a sequential gate)."""
-    from pytest_longctx.session.sequential_gate import SEQ_KEY
-
     seq = config.stash.get(SEQ_KEY, None)
     done = record.get("sequential")
     if seq is None or not done or not seq.sizes:

@@ -11,7 +11,7 @@ Workers that send their own requests (no prefetch: ``--longctx-prefetch off``, c
 stop file the controller creates (``<cache-dir>/stops/<run>``) right before each request; a test whose answer
 will not come ends skipped (:class:`~pytest_longctx.dispatch.skips.RunStopped`), not as an error.
 
-The signal handlers are installed once requests may go out (``plugin._start_services``), even when SIGINT was
+The signal handlers are installed once requests may go out (``services.ModelServices.start``), even when SIGINT was
 inherited as ignored (a ``pytest ... &`` job of a script): a run that spends money stops when told.
 """
 
@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from pytest_longctx.dispatch.ledger import Ledger
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 
 #: Signals that stop a run with a record (SIGTERM: CI cancellation, ``timeout``, ``kill``).
@@ -43,7 +44,7 @@ def request_stop(config: pytest.Config, reason: str, *, drain: bool = False) -> 
     if first:
         state.stop_reason = reason
     if state.dispatcher is not None:
-        state.dispatcher.cancel(state.stop_reason, drain=drain)
+        state.dispatcher.cancel(state.stop_reason or reason, drain=drain)
     stop_file = config.stash[SHARED_KEY].stop_file
     if first and stop_file:
         try:
@@ -56,23 +57,18 @@ def request_stop(config: pytest.Config, reason: str, *, drain: bool = False) -> 
 def create_ledger(config: pytest.Config) -> None:
     """The run's ledger beside its stop file: the budget and the price of every model it may call (the plan's tally
     prices at the same prices, and adds judge calls at the judge's)."""
-    from pytest_longctx.dispatch.ledger import Ledger
-
     s = config.stash[SETTINGS_KEY]
     specs = dict.fromkeys((*s.models, s.model, s.judge))
     ledger = Ledger.create(Path(f"{config.stash[SHARED_KEY].stop_file}.ledger"), s.budget,
                            {spec.spec: s.price(spec) for spec in specs})
     state = config.stash[RUN_KEY]
-    if state.display is not None:
-        state.display.ledger = ledger  # the progress line counts what the ledger counts
+    state.display.ledger = ledger  # the progress line counts what the ledger counts
     state.plan.prices = {spec.spec: s.price(spec) for spec in specs}  # --longctx-plan prices at the same prices
     state.plan.judge = s.judge.spec
 
 
 def budget_stop(config: pytest.Config) -> None:
     """Controller: once the ledger refused a request (the budget is reached), the run stops as a budget stop."""
-    from pytest_longctx.dispatch.ledger import Ledger
-
     ledger = Ledger.beside(config.stash[SHARED_KEY].stop_file)
     state = config.stash[RUN_KEY]
     if ledger is not None and state.stop_reason is None and (reason := ledger.stop_reason()) is not None:
@@ -112,7 +108,8 @@ def check_maxfail(session: pytest.Session) -> None:
 def settle(session: pytest.Session) -> None:
     """Before the record is written: name the stop of an interrupted run and wait for prefetch to end.
 
-    (Exit 2 is set last, in ``plugin.pytest_sessionfinish``: plugins that OR exit codes run in between.)
+    (Exit 2 is set last, in ``controller.ControllerLast.pytest_sessionfinish``: plugins that OR exit codes run in
+    between.)
     """
     config = session.config
     state = config.stash[RUN_KEY]
