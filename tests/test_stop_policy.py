@@ -6,12 +6,13 @@ The runs that exercise it end to end: ``tests/test_liveness.py`` (the window), `
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from pytest_longctx.dispatch.policy import PlannedRequest, Trial, settled_by
 from pytest_longctx.dispatch.skips import AlarmsSettled
 from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.session.gate_policy import GatePolicy
-from pytest_longctx.session.keys import RunState
-from pytest_longctx.session.sequential_gate import SeqRun
+from pytest_longctx.session.sequential_looks import SeqRun
 
 A, B = "experiment=a:max-drop=0", "experiment=b,n=1:max-drop=0"
 
@@ -37,7 +38,7 @@ def test_a_trial_is_unneeded_once_every_alarm_covering_it_is_settled() -> None:
 
 
 def test_the_gate_answers_the_dispatcher_from_its_state() -> None:
-    seq, state = SeqRun({}, [parse_threshold(A), parse_threshold(B)], [], window=2), RunState()
+    seq, state = SeqRun({}, [parse_threshold(A), parse_threshold(B)], [], window=2), SimpleNamespace(stop_reason=None)
     policy = GatePolicy(seq, state)
     assert policy.stopped() is None and policy.looked() == -1
     later = PlannedRequest("k", {}, 5, "t.py::test_x[a-s1]")

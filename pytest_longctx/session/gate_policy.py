@@ -8,11 +8,17 @@ alarms cover. The gate replaces what they read whole (``SeqRun.starts``, ``SeqRu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from pytest_longctx.dispatch.ordering import place
 from pytest_longctx.dispatch.policy import PlannedRequest, Settled, Trial, covering_alarms, settled_by
-from pytest_longctx.session.keys import RunState
 from pytest_longctx.session.sequential_looks import SeqRun
+
+
+class Stops(Protocol):
+    """Why the run stops, whatever stopped it (the run's state: a budget, -x, a signal)."""
+
+    stop_reason: str | None
 
 
 @dataclass(frozen=True)
@@ -20,7 +26,7 @@ class GatePolicy:
     """The sequential gate's answers to the dispatcher and the batch rounds (``--longctx-sequential``)."""
 
     seq: SeqRun
-    state: RunState
+    state: Stops
 
     def stopped(self) -> str | None:
         """Why the run stops: the gate settled, or a budget, -x, a signal (None while it goes on)."""
