@@ -119,6 +119,10 @@ def settle(session: pytest.Session) -> None:
         request_stop(config, str(session.shouldstop or session.shouldfail or "interrupted"))
     if state.stop_reason is None:
         return
+    handler = config.stash.get(SIGNALS_KEY, None)
+    if handler is not None and handler.draining:  # here, not in the handler: a test's capture would swallow it
+        state.display.say("stopping: the requests in flight are answered and kept (they are paid for); "
+                          "Ctrl-C again abandons them")
     stop_prefetch(config)  # its counters in the record are final, its answers in the cache
 
 
@@ -128,6 +132,8 @@ class SignalStop:
 
     config: pytest.Config
     previous: dict[int, Any] = field(default_factory=dict)
+    #: A first Ctrl-C drains the requests in flight (prefetch): :func:`settle` says so before it waits for them.
+    draining: bool = False
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
@@ -146,9 +152,7 @@ class SignalStop:
         first = self.config.stash[RUN_KEY].stop_reason is None
         drain = first and signum == signal.SIGINT
         request_stop(self.config, f"interrupted by {signal.Signals(signum).name}", drain=drain)
-        if drain and self.config.stash[RUN_KEY].dispatcher is not None:
-            os.write(2, b"\nlongctx: stopping: the requests in flight are answered and kept (they are paid for); "
-                        b"Ctrl-C again abandons them\n")
+        self.draining = drain and self.config.stash[RUN_KEY].dispatcher is not None  # said by settle(), uncaptured
         if first:
             raise KeyboardInterrupt
 
