@@ -59,7 +59,7 @@ from pytest_longctx.experiments.litm.design import block_design as litm_design
 from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
-from pytest_longctx.results.eprocess import levels, simulate, split
+from pytest_longctx.results.eprocess import EPROCESS_SHARE, levels, simulate, split
 from pytest_longctx.results.robust import Shape, paired_rows
 from pytest_longctx.results.stats import holm, wilson
 
@@ -290,12 +290,13 @@ class Outcome:
     usd_batch: np.ndarray
 
 
-def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int) -> Outcome:
+def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int,
+             share: float = EPROCESS_SHARE) -> Outcome:
     """``runs`` seeded runs of ``case``: the sequential rule per alarm (e-process, final look) and the fixed design."""
     rng = np.random.default_rng([seed, int(case.accuracy * 100), int(case.icc * 10), case.agreement == "versions",
                                  int(case.drop * 100), case.shape == "concentrated"])
     a, b = levels(ALPHA, len(RECIPE))
-    a1, a2 = split(a)
+    a1, a2 = split(a, share)
     x = [np.empty((runs, len(w.order))) for w in watches]
     sums = [np.empty((runs, len(w.items))) for w in watches]
     moved = [np.empty((runs, 2)) for _ in watches]
@@ -402,6 +403,8 @@ def main() -> None:
     parser.add_argument("--spread", action="store_true", help="sample groups by the share of each experiment's "
                         "samples")
     parser.add_argument("--only", default="", help="cases whose label holds this text")
+    parser.add_argument("--share", type=float, default=EPROCESS_SHARE, help="each alarm's level spent by the "
+                        f"e-process (default the plugin's {EPROCESS_SHARE:g}); the rest is the final look's")
     args = parser.parse_args()
     started = time.perf_counter()
     now, old = Run.of(new_defaults(), spread=args.spread), Run.of(today())
@@ -425,7 +428,7 @@ def main() -> None:
     for case in CASES:
         if args.only not in case.label:
             continue
-        out = run_case(now, watches, case, args.runs, args.seed)
+        out = run_case(now, watches, case, args.runs, args.seed, args.share)
         fired, fixed = out.fired, out.fixed
         per = " | ".join(f"{fired[:, k].mean():.0%} / {fixed[:, k].mean():.0%} ({out.final[:, k].mean():.0%})"
                          for k in range(len(RECIPE)))
