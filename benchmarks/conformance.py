@@ -260,14 +260,16 @@ def run_case(d: Design, case: Case, runs: int, seed: int, share: float = EPROCES
     rows = paired_rows(-summed, (diff > 0).sum(axis=1).astype(float), (diff < 0).sum(axis=1).astype(float), shape)
     p = rows.p_drop_over(0.0)
     out: dict[str, np.ndarray] = {"drop": diff.mean(axis=1)}
+    counts = [np.stack([np.bincount(d.item, weights=row, minlength=d.items) for row in moved])[:, order]
+              for moved in (diff > 0, diff < 0)]  # each item's regressed and improved pairs: a clear's fixed test
     for m in (1, 4):
         a, b = levels(ALPHA, m)
         a1, a2 = split(a, share)
         x = summed[:, order]
         items, fired, cleared = simulate(x, 0.0, DEFAULT_DETECT, a1, b, final_level=a2, final_p=p, looks=looks,
-                                         sizes=sizes, cleared=True)
+                                         sizes=sizes, cleared=True, counts=counts)
         _, by_e = simulate(x, 0.0, DEFAULT_DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=looks,
-                           sizes=sizes)
+                           sizes=sizes, counts=counts)
         out[f"fixed{m}"] = p < a
         out[f"seq{m}"] = fired
         out[f"final{m}"] = fired & ~by_e

@@ -233,6 +233,14 @@ class Watch:
         out: np.ndarray = diff[self.order]
         return out
 
+    def moved(self, run: Run, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """Each item's pairs right -> wrong and wrong -> right (2, items), in feeding order: what a clear's fixed
+        test on the items fed needs."""
+        m = self.mask
+        d = before[m].astype(float) - after[m]
+        return np.stack([np.bincount(run.item[m], weights=w, minlength=run.items)[self.order]
+                         for w in (d > 0, d < 0)])
+
     def paired(self, run: Run, before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The whole design's per-item sums of (now - before) and the counts right -> wrong, wrong -> right."""
         m = self.mask
@@ -298,12 +306,14 @@ def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int
     a, b = levels(ALPHA, len(RECIPE))
     a1, a2 = split(a, share)
     x = [np.empty((runs, len(w.order))) for w in watches]
+    counts = [np.empty((2, runs, len(w.order))) for w in watches]
     sums = [np.empty((runs, len(w.items))) for w in watches]
     moved = [np.empty((runs, 2)) for _ in watches]
     for r in range(runs):
         before, after = draw(rng, design, case.accuracy, case.icc, case.agreement, case.shape, case.drop)
         for k, w in enumerate(watches):
             x[k][r] = w.drops(design, before, after)
+            counts[k][:, r] = w.moved(design, before, after)
             sums[k][r], moved[k][r] = w.paired(design, before, after)
     p = np.stack([paired_rows(sums[k], moved[k][:, 0], moved[k][:, 1], w.shape).p_drop_over(0.0)
                   for k, w in enumerate(watches)], axis=1)
@@ -313,9 +323,9 @@ def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int
     stop = np.zeros((runs, len(RECIPE)), int)  # the sample group after the alarm's deciding look
     for k, w in enumerate(watches):
         items, hit = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=p[:, k], looks=w.looks,
-                              sizes=w.sizes)
+                              sizes=w.sizes, counts=counts[k])
         _, by_e = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=w.looks,
-                           sizes=w.sizes)
+                           sizes=w.sizes, counts=counts[k])
         fired[:, k] = hit
         last = w.samples[np.searchsorted(w.looks, items)] + 1
         final[:, k] = hit & ~by_e

@@ -154,6 +154,8 @@ class AlarmSequence:
     trials: int = 0  # the paired trials fed
     by: str | None = None  # "e-process" | "final look"
     final_p: float | None = None
+    #: per item fed: (summed drop, trials, regressed, improved); -1: a count not given
+    _items: list[tuple[float, int, int, int]] = field(default_factory=list, repr=False)
 
     def __post_init__(self) -> None:
         top = min(self.margin + self.detect, 1.0)
@@ -175,10 +177,12 @@ class AlarmSequence:
         """One more one-trial item's drop (candidate's accuracy below the compared run's, in [-1, 1])."""
         if not -1.0 <= drop <= 1.0:
             raise ValueError(f"an item's drop is within [-1, 1], got {drop}")
-        self.add_item(drop, 1)
+        self.add_item(drop, 1, int(drop > 0), int(drop < 0))
 
-    def add_item(self, drop: float, trials: int) -> None:
-        """One more item: its summed paired drop (in ``[-trials, trials]``) over its ``trials`` paired trials."""
+    def add_item(self, drop: float, trials: int, regressed: int | None = None, improved: int | None = None) -> None:
+        """One more item: its summed paired drop (in ``[-trials, trials]``) over its ``trials`` paired trials, and
+        its pairs right -> wrong (``regressed``) and wrong -> right (``improved``) when known (the plugin passes
+        them: the fixed test on the items fed needs them, see :meth:`look`)."""
         if trials < 1 or trials > self.scale + 1e-9 or abs(drop) > trials + 1e-9:
             raise ValueError(f"an item's summed drop is within [-{trials}, {trials}] and its {trials} trials at most "
                              f"the design's largest item ({self.scale:g}), got {drop}")
@@ -187,6 +191,22 @@ class AlarmSequence:
         self.clear.add((top * trials - drop) / self.scale)
         self.drops += drop
         self.trials += trials
+        self._items.append((drop, trials, -1 if regressed is None else regressed, -1 if improved is None else improved))
+
+    def fixed_p(self) -> float | None:
+        """The fixed gate's one-sided p of 'the drop is at most X' (``paired_difference``'s ``p_drop_over``) over
+        the items fed so far; None when some item came without its regressed / improved counts."""
+        if not self._items or any(r < 0 or i < 0 for _, _, r, i in self._items):
+            return None
+        import numpy as np
+
+        from pytest_longctx.results.robust import Shape, paired_rows
+
+        sums = np.array([[-d for d, _, _, _ in self._items]], dtype=float)
+        regressed = np.array([sum(r for _, _, r, _ in self._items)], dtype=float)
+        improved = np.array([sum(i for _, _, _, i in self._items)], dtype=float)
+        rows = paired_rows(sums, regressed, improved, Shape.of([n for _, n, _, _ in self._items]))
+        return float(rows.p_drop_over(self.margin)[0])
 
     @property
     def pooled_drop(self) -> float | None:
@@ -200,7 +220,7 @@ class AlarmSequence:
         remaining = max(self.planned - self.n, 0)
         if self.fire.log_wealth >= math.log(1 / self.level):
             self.settled = "fired"
-        elif self.clear.log_wealth >= math.log(1 / self.futility):
+        elif self.clear.log_wealth >= math.log(1 / self.futility) and self._may_clear():
             self.settled = "cleared"
         elif self.final_level <= 0 and (self.fire.log_wealth + remaining * self.fire.best_gain()
                                         < math.log(1 / self.level)):
@@ -208,6 +228,14 @@ class AlarmSequence:
         if self.settled is not None:
             self.at_item, self.by = self.n, "e-process"
         return self.settled
+
+    def _may_clear(self) -> bool:
+        """A clear passes the alarm on the items fed, so it also needs the fixed test on them not to fail at the
+        final look's (stricter) level; an alarm it holds back runs on (clearing later, or to the final look)."""
+        if self.final_level <= 0:
+            return True
+        p = self.fixed_p()
+        return p is None or p >= self.final_level
 
     def final(self, p: float | None) -> str | None:
         """The look at the end of the planned design: an alarm the e-processes did not settle fires when the fixed
@@ -282,7 +310,7 @@ def item_drops(pairs: Sequence[tuple[str, bool, bool]]) -> dict[str, float]:
 
 def simulate(item_drops: Any, margin: float, detect: float, level: float, futility: float,
              group: int = 1, final_level: float = 0.0, final_p: Any = None, looks: Any = None,
-             sizes: Any = None, cleared: bool = False) -> Any:
+             sizes: Any = None, cleared: bool = False, counts: Any = None) -> Any:
     """The rule over many runs at once: ``item_drops`` is an (R, N) array of items' drops in feeding order; looks
     come after every ``group`` items, or after each count of items in ``looks`` (increasing, the last N: a run's
     sample groups). Returns (items at the decision, fired) per run; a run never settled decides at N.
@@ -293,6 +321,8 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
     item's predictable bet). With ``final_level`` > 0 a run the e-processes did not settle is decided at N by the
     fixed design's one-sided p: ``final_p`` (R,) when the caller has it (:func:`paired_p`), else the one-sample
     t-test of the items' mean drops (:func:`drops_p`). ``level`` is then the e-process's share (:func:`split`).
+    ``counts``: (regressed, improved), each (R, N), the items' pairs right -> wrong and wrong -> right: a clear is
+    then held back while the fixed test on the items fed fails at ``final_level`` (:meth:`AlarmSequence.look`).
     """
     import numpy as np
 
@@ -321,15 +351,40 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
     remaining = (n - 1 - looks)[None, :]
     f, c = fire[:, looks], clear[:, looks]
     fired = f >= math.log(1 / level)
-    settled = fired | (c >= math.log(1 / futility))
+    clears = c >= math.log(1 / futility)
+    if counts is not None and final_level > 0:
+        clears = _held_back(x, k, counts, margin, final_level, looks, fired, clears)
+    settled = fired | clears
     if final_level <= 0:
         settled = settled | (f + remaining * worst_gain < math.log(1 / level))
     ever = settled.any(axis=1)
     first = np.where(ever, settled.argmax(axis=1), len(looks) - 1)
     items = looks[first] + 1
     out = fired[np.arange(r), first]
-    by_clearing = ever & ~out & (c[np.arange(r), first] >= math.log(1 / futility))
+    by_clearing = ever & ~out & clears[np.arange(r), first]
     if final_level > 0:
         p = drops_p(x / k, margin) if final_p is None else np.asarray(final_p, dtype=float)
         out = np.where(ever, out, p < final_level)
     return (items, out, by_clearing) if cleared else (items, out)
+
+
+def _held_back(x: Any, k: Any, counts: Any, margin: float, level: float, looks: Any, fired: Any, clears: Any) -> Any:
+    """``clears`` (R, looks) without the clears the fixed test on the items fed would fail at ``level``: run by run,
+    in look order, until the run fires or a clear holds."""
+    import numpy as np
+
+    from pytest_longctx.results.robust import Shape, paired_rows
+
+    regressed, improved = (np.asarray(v, dtype=float) for v in counts)
+    out = clears.copy()
+    for r in np.flatnonzero(clears.any(axis=1)):
+        for j in np.flatnonzero(clears[r] | fired[r]):
+            if fired[r, j]:
+                break
+            n = int(looks[j]) + 1
+            rows = paired_rows(-x[r:r + 1, :n], regressed[r:r + 1, :n].sum(axis=1), improved[r:r + 1, :n].sum(axis=1),
+                               Shape.of([int(v) for v in k[r, :n]]))
+            if float(rows.p_drop_over(margin)[0]) >= level:
+                break
+            out[r, j] = False
+    return out
