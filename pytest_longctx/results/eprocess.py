@@ -43,6 +43,13 @@ only forgoes rejections, so it never adds false alarms; its error (a drop of ``X
   most ``a2`` (it is taken once, at a fixed design), so together at most ``a`` (union bound). At the end of the
   design every item not yet fed (some trial errored or was never asked) is fed with the trials that paired.
 
+**What a pass means.** A clear passes the alarm on the items fed so far, so it also needs the fixed test on them
+(:meth:`AlarmSequence.fixed_p`, the gate's own p from each item's summed drop and regressed / improved pairs) not
+to fail at ``a2``; while it would, the alarm runs on. Holding a clear back only forgoes a pass, so the levels above
+stand. Hence on any record the rule never passes what the fixed rule fails at the stricter level ``a2``: a pass by
+a clear had ``p >= a2`` on the trials seen, a pass at the final look ``p >= a2`` on the whole design
+(``tests/test_sequential_property.py``). A run stopped early has no final look and decides nothing (exit 2).
+
 A threshold is *settled* when it fired, cleared, or (with no final look) can no longer fire within the planned
 design (even if every remaining item's increment were the largest at the largest bet the wealth could not reach
 ``1 / a``). With a final look "cannot fire" settles nothing before the end: the gate's fixed test (Agresti-Min's
