@@ -8,7 +8,8 @@ pooled by ``litm-*``) and a ``max-drop=0`` alarm, seeded runs with known truth a
   ``paired_difference`` computes) at alpha / m;
 * the **sequential** rule: ``results/eprocess.simulate`` fed as ``session/sequential_gate.py`` feeds it (an item once
   every trial of it has answered, in sample-group order, as its summed paired drop with its trial count), the
-  e-process at a quarter of alpha / m, clearing at 0.10 / m, the final look at the rest with the fixed test's p.
+  e-process at ``EPROCESS_SHARE`` (0.15) of alpha / m, clearing at 0.10 / m (held back while the fixed test on the
+  items fed fails at the final look's level), the final look at the rest with the fixed test's p.
 
 ``m`` is 1 (the alarm alone at alpha 0.05: the false-alarm check, where 1,000 runs can resolve 1.2 alpha) and 4 (the
 README recipe's four alarms: the power the recipe has per alarm, the issue's targets).

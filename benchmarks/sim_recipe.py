@@ -8,12 +8,13 @@ The designs are the plugin's remote defaults for anthropic/claude-sonnet-4-5, bu
 functions (qa's, litm's and docs' ``block_design``; lrt's 20 cells of 20 files), and the run order is
 ``--longctx-sequential``'s: sample group by sample group (sample i of every cell, then i + 1). Per alarm an item is
 fed once all its trials have answered (the sample group of its last trial), as its summed paired drop with its trial
-count (``session/sequential_gate.py``), and the plugin's own rule
-decides (``results/eprocess.simulate`` with the looks of the run's sample groups): the e-process at a quarter of
-the alarm's level at every look, clearing at 0.10 / 4, and for an alarm still open at the end of the design the
-final fixed-design look at the rest of its level with the fixed gate's own one-sided p (``results/robust.paired_rows``,
-what ``paired_difference`` computes, over every run). The fixed design answers everything and decides the four
-alarms with the same p's and Holm, as ``evaluate`` does. Costs, per run:
+count (``session/sequential_gate.py``), and the plugin's own rule decides (``results/eprocess.simulate`` with the
+looks of the run's sample groups): the e-process at ``EPROCESS_SHARE`` (0.15) of the alarm's level at every look,
+clearing at 0.10 / 4 (held back while the fixed test on the items fed fails at the final look's level), and for
+an alarm still open at the end of the design the final fixed-design look at the rest of its level with the fixed
+gate's own one-sided p (``results/robust.paired_rows``, what ``paired_difference`` computes, over every run). The
+fixed design answers everything and decides the four alarms with the same p's and Holm, as ``evaluate`` does.
+Costs, per run:
 
 * **alarm stops** (``--longctx-sequential-stop alarm``, the default): an alarm's trials stop once it is settled;
   prefetch has started the next ``AHEAD`` sample groups by then (paid for); list prices;
