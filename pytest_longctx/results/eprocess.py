@@ -58,9 +58,7 @@ remaining items' answers, and a few items more can still bring its p under ``a2`
 the design. The run stops once every threshold is settled. Levels: ``a = alpha / m`` over the gate's ``m``
 sequential alarms (Bonferroni, which needs no order among them) and ``b = FUTILITY / m``.
 
-With one trial an item (``M = n_i = 1``) the increments are the old ones, ``drop - X``: :meth:`AlarmSequence.add`
-takes such a drop. :func:`simulate` runs the same rule over many seeded runs at once (numpy), for the plan and the
-benchmarks.
+One-trial items (``M = n_i = 1``): :meth:`AlarmSequence.add`. :func:`simulate`: the rule over many runs (numpy).
 """
 
 from __future__ import annotations
@@ -80,17 +78,13 @@ FUTILITY = 0.10
 #: The drop beyond the margin the clearing bets against when --longctx-detect is not given.
 DEFAULT_DETECT = 0.05
 #: Bets are capped at this share of the largest bet that keeps the wealth positive (Waudby-Smith & Ramdas' c; any
-#: c < 1 keeps the e-process valid). 3/4 rather than 1/2: an item's drop is mostly near 0 (its trials agree), so the
-#: growth-optimal bet is often above the cap, and at 1/2 an unchanged candidate's clearing e-process took about a
-#: third longer to settle (``benchmarks/sim_recipe.py``: $197 against $160 list for an unchanged version at the
-#: remote defaults, the same power).
+#: c < 1 is valid). 3/4, not 1/2: items' drops are mostly near 0, so the growth-optimal bet is often above the cap
+#: (at 1/2 an unchanged version cost $197 against $160 list to settle, ``benchmarks/sim_recipe.py``).
 CAP = 0.75
-#: The share of each alarm's level the anytime e-process spends; the rest is the final fixed-design look's. At the
-#: recipe's levels the e-process alone rarely fires on a small drop confined to some cells (docs' 5-point drop in
-#: ``test_position``: 7% of runs), so the final look carries the power: 0.15 catches that drop 81.4-81.6% of the time
-#: on three seeds (0.25: 79.9-80.4%; the fixed test 83.1-83.6%; ``benchmarks/conformance.py --target``). Lower shares
-#: hand the final look the fixed test's own excess over alpha where it has one (the Zipf null at 0.10: 5.2%, Wilson
-#: upper 6.3% > 1.2 alpha) and cost a version's 5-point drop about $7 more (``benchmarks/sim_recipe.py``).
+#: The share of each alarm's level the anytime e-process spends; the rest is the final look's, which carries the
+#: power on small drops confined to some cells (docs' 5-point drop in ``test_position``: fired 81.4-81.6% on three
+#: seeds, 0.25: 79.9-80.4%, fixed 83.1-83.6%; ``benchmarks/conformance.py --target``). Lower shares pass on the fixed
+#: test's own excess over alpha (the Zipf null at 0.10: Wilson upper 6.3% > 1.2 alpha).
 EPROCESS_SHARE = 0.15
 
 
@@ -181,7 +175,7 @@ class AlarmSequence:
         return self.fire.n
 
     def add(self, drop: float) -> None:
-        """One more one-trial item's drop (candidate's accuracy below the compared run's, in [-1, 1])."""
+        """One more one-trial item's drop (in [-1, 1])."""
         if not -1.0 <= drop <= 1.0:
             raise ValueError(f"an item's drop is within [-1, 1], got {drop}")
         self.add_item(drop, 1, int(drop > 0), int(drop < 0))
@@ -377,21 +371,30 @@ def simulate(item_drops: Any, margin: float, detect: float, level: float, futili
 
 def _held_back(x: Any, k: Any, counts: Any, margin: float, level: float, looks: Any, fired: Any, clears: Any) -> Any:
     """``clears`` (R, looks) without the clears the fixed test on the items fed would fail at ``level``: run by run,
-    in look order, until the run fires or a clear holds."""
+    in look order, until the run fires or a clear holds (the runs at one look tested together)."""
     import numpy as np
 
     from pytest_longctx.results.robust import Shape, paired_rows
 
     regressed, improved = (np.asarray(v, dtype=float) for v in counts)
     out = clears.copy()
-    for r in np.flatnonzero(clears.any(axis=1)):
-        for j in np.flatnonzero(clears[r] | fired[r]):
-            if fired[r, j]:
-                break
-            n = int(looks[j]) + 1
-            rows = paired_rows(-x[r:r + 1, :n], regressed[r:r + 1, :n].sum(axis=1), improved[r:r + 1, :n].sum(axis=1),
-                               Shape.of([int(v) for v in k[r, :n]]))
-            if float(rows.p_drop_over(margin)[0]) >= level:
-                break
-            out[r, j] = False
+    todo = {int(r): [int(j) for j in np.flatnonzero(clears[r] | fired[r])] for r in np.flatnonzero(clears.any(axis=1))}
+    while todo:
+        at: dict[tuple[int, bytes], list[int]] = {}
+        for r, js in list(todo.items()):
+            if not js or fired[r, js[0]]:
+                del todo[r]
+                continue
+            n = int(looks[js[0]]) + 1
+            at.setdefault((js[0], k[r, :n].tobytes()), []).append(r)
+        for (j, _), rs in at.items():
+            n, idx = int(looks[j]) + 1, np.array(rs)
+            rows = paired_rows(-x[idx, :n], regressed[idx, :n].sum(axis=1), improved[idx, :n].sum(axis=1),
+                               Shape.of([int(v) for v in k[rs[0], :n]]))
+            for r, p in zip(rs, rows.p_drop_over(margin), strict=True):
+                if float(p) >= level:
+                    del todo[r]
+                else:
+                    out[r, j] = False
+                    todo[r].pop(0)
     return out
