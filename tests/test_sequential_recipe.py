@@ -26,7 +26,9 @@ import pytest
 from pytest_longctx.corpus.lookup import CorpusFile
 from pytest_longctx.experiments.litm.data import CORPUS, FILES
 from pytest_longctx.server.graded import Graded, prompt_text
+from pytest_longctx.server.graded_prompts import UnrecognisedPrompt
 from tests.corpus_data import find_for_tests
+from tests.passkey_api import passkey
 
 ROOT = Path(__file__).resolve().parent.parent
 QA_KEY = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"
@@ -42,18 +44,23 @@ def recipe() -> list[list[str]]:
     return [shlex.split(line) for line in joined.splitlines() if line.strip().startswith("pytest ")]
 
 
-class QaLonger:
-    """The candidate worse only in qa's longer contexts: qa prompts of the candidate are graded by ``long``, the
-    rest (and production) by ``same``; one difficulty seed, so the two agree item by item as versions do."""
+class Candidate:
+    """Both models of the recipe: production at 0.85; the candidate the same model (one difficulty seed, so the two
+    agree item by item as versions do), and with ``regressed`` worse in qa's longer contexts only (its qa prompts
+    graded by ``long``). The demo's pass-key prompts (no graded experiment) are answered right, as the e2e tests'
+    pass-key model does."""
 
-    def __init__(self, keys: str) -> None:
+    def __init__(self, keys: str, regressed: bool) -> None:
         common = f"flip=0.02,seed=3,rho=1,{keys}"
         self.same = Graded(f"{PROD}=0.85,{CANDIDATE}=0.85,{common}")
-        self.long = Graded(f"{CANDIDATE}=0.85@8000,0.45@70000,{common}")
+        self.long = Graded(f"{CANDIDATE}=0.85@8000,0.45@70000,{common}") if regressed else self.same
 
     def __call__(self, body: dict[str, Any]) -> str:
-        qa = body.get("model") == CANDIDATE and self.same.task(prompt_text(body)).experiment == "qa"
-        return (self.long if qa else self.same)(body)
+        try:
+            task = self.same.task(prompt_text(body))
+        except UnrecognisedPrompt:
+            return passkey(body)
+        return (self.long if body.get("model") == CANDIDATE and task.experiment == "qa" else self.same)(body)
 
 
 @pytest.fixture(scope="module")
@@ -82,17 +89,17 @@ def test_the_recipe_as_written_catches_a_qa_regression_in_the_longer_contexts(
     prod, candidate = recipe()
     assert "--longctx-sequential" in candidate and "-n" in prod and "-n" in candidate
 
-    api(QaLonger(keys))
+    api(Candidate(keys, regressed=True))
     code, out = _run(prod, tmp_path)
     assert code == 0, out[-3000:]
     assert (tmp_path / "reports" / "prod" / "longctx.json").is_file()
 
-    api(Graded(f"{PROD}=0.85,{CANDIDATE}=0.85,flip=0.02,seed=3,rho=1,{keys}"))  # an unchanged candidate
+    api(Candidate(keys, regressed=False))
     code, out = _run(candidate, tmp_path, "--longctx-report-dir", str(tmp_path / "reports" / "same"),
                      cache="cache-same")
     assert code == 0, out[-3000:]
 
-    api(QaLonger(keys))
+    api(Candidate(keys, regressed=True))
     code, out = _run(candidate, tmp_path)
     record = json.loads((tmp_path / "reports" / "longctx.json").read_text(encoding="utf-8"))
     assert code == 10, out[-3000:]
