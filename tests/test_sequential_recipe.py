@@ -12,10 +12,10 @@ refused, ``session/rerun.py``) exits 0.
 
 Slow (the e2e tier): measured on the 2 shared cores with seven other sessions' jobs beside it (load 14-15), the
 production run took 30 min for 11,180 trials (139M input tokens through the local server); its prefetch plan child
-built the 11,131 requests at 11.1/s (1,005 s) where the lanes could take 42/s: building every prompt (qa's 70K and
-95K-token collages, litm's documents) twice, once in the plan child and once in the worker that runs the test, is
-the cost. The regressed candidate took 830 s (exit 10; qa fired by its e-process after 62 items, 568 paired
-trials; lrt and litm cleared; 6,342 trials answered).
+built the 11,131 requests at 11.1/s (1,005 s) where the lanes could take 42/s ("the plan falls behind them" in the
+record's notes): building the prompts (qa's 70K and 95K-token collages, litm's documents) is the bottleneck, not
+the requests (mean latency 0.38 s). The regressed candidate took 830 s (exit 10; qa fired by its e-process after
+62 items, 568 paired trials; lrt and litm cleared; 6,342 trials answered).
 """
 
 from __future__ import annotations
