@@ -15,7 +15,9 @@ production run took 30 min for 11,180 trials (139M input tokens through the loca
 built the 11,131 requests at 11.1/s (1,005 s) where the lanes could take 42/s ("the plan falls behind them" in the
 record's notes): building the prompts (qa's 70K and 95K-token collages, litm's documents) is the bottleneck, not
 the requests (mean latency 0.38 s). The regressed candidate took 830 s (exit 10; qa fired by its e-process after
-62 items, 568 paired trials; lrt and litm cleared; 6,342 trials answered).
+62 items, 568 paired trials; lrt and litm cleared; 6,342 trials answered), the unchanged one 274 s (exit 0; lrt, qa
+and litm cleared, docs not shown at the final look; 7,132 trials). Both against a production record from before the
+demo's pass-key prompts were answered, so with ``--longctx-compare-partial``; the test as written was not run whole.
 """
 
 from __future__ import annotations
