@@ -8,7 +8,8 @@ pooled by ``litm-*``) and a ``max-drop=0`` alarm, seeded runs with known truth a
   ``paired_difference`` computes) at alpha / m;
 * the **sequential** rule: ``results/eprocess.simulate`` fed as ``session/sequential_gate.py`` feeds it (an item once
   every trial of it has answered, in sample-group order, as its summed paired drop with its trial count), the
-  e-process at a quarter of alpha / m, clearing at 0.10 / m, the final look at the rest with the fixed test's p.
+  e-process at ``EPROCESS_SHARE`` (0.15) of alpha / m, clearing at 0.10 / m (held back while the fixed test on the
+  items fed fails at the final look's level), the final look at the rest with the fixed test's p.
 
 ``m`` is 1 (the alarm alone at alpha 0.05: the false-alarm check, where 1,000 runs can resolve 1.2 alpha) and 4 (the
 README recipe's four alarms: the power the recipe has per alarm, the issue's targets).
@@ -31,6 +32,7 @@ X + D = 5 points or more is wrongly cleared by the e-process at most 0.10 / m (i
 
     python benchmarks/conformance.py                 # 2,000 runs a case, about a minute on one core
     python benchmarks/conformance.py --runs 200 --only docs
+    python benchmarks/conformance.py --target        # the docs-position target on 3 seeds, before / after
 
 Every draw comes from ``numpy.random.default_rng(seed)``; the same arguments print the same table.
 """
@@ -50,7 +52,7 @@ from pytest_longctx.experiments.litm.design import block_design as litm_design
 from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design as qa_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
-from pytest_longctx.results.eprocess import DEFAULT_DETECT, levels, simulate, split
+from pytest_longctx.results.eprocess import DEFAULT_DETECT, EPROCESS_SHARE, levels, simulate, split
 from pytest_longctx.results.robust import Shape, paired_rows
 from pytest_longctx.results.stats import wilson
 
@@ -247,8 +249,9 @@ def cases(d: Design) -> list[Case]:
     return out
 
 
-def run_case(d: Design, case: Case, runs: int, seed: int) -> dict[str, np.ndarray]:
-    """Per run: fixed and sequential decisions at m = 1 and 4, and whether the e-process cleared."""
+def run_case(d: Design, case: Case, runs: int, seed: int, share: float = EPROCESS_SHARE) -> dict[str, np.ndarray]:
+    """Per run: fixed and sequential decisions at m = 1 and 4 (the e-process at ``share`` of each level), and
+    whether the e-process cleared."""
     rng = np.random.default_rng([seed, len(d.item), zlib_id(case.shape + case.model)])
     before, after = draw(rng, d, runs, case.model, case.delta(d), case.broken)
     order, sizes, looks = d.feed()
@@ -258,14 +261,16 @@ def run_case(d: Design, case: Case, runs: int, seed: int) -> dict[str, np.ndarra
     rows = paired_rows(-summed, (diff > 0).sum(axis=1).astype(float), (diff < 0).sum(axis=1).astype(float), shape)
     p = rows.p_drop_over(0.0)
     out: dict[str, np.ndarray] = {"drop": diff.mean(axis=1)}
+    counts = [np.stack([np.bincount(d.item, weights=row, minlength=d.items) for row in moved])[:, order]
+              for moved in (diff > 0, diff < 0)]  # each item's regressed and improved pairs: a clear's fixed test
     for m in (1, 4):
         a, b = levels(ALPHA, m)
-        a1, a2 = split(a)
+        a1, a2 = split(a, share)
         x = summed[:, order]
         items, fired, cleared = simulate(x, 0.0, DEFAULT_DETECT, a1, b, final_level=a2, final_p=p, looks=looks,
-                                         sizes=sizes, cleared=True)
+                                         sizes=sizes, cleared=True, counts=counts)
         _, by_e = simulate(x, 0.0, DEFAULT_DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=looks,
-                           sizes=sizes)
+                           sizes=sizes, counts=counts)
         out[f"fixed{m}"] = p < a
         out[f"seq{m}"] = fired
         out[f"final{m}"] = fired & ~by_e
@@ -280,9 +285,38 @@ def zlib_id(text: str) -> int:
     return zlib.crc32(text.encode())
 
 
+def interval(hits: np.ndarray) -> str:
+    low, high = wilson(int(hits.sum()), len(hits))
+    return f"{hits.mean():.1%} [{low:.1%}, {high:.1%}]"
+
+
 def rate(hits: np.ndarray) -> tuple[float, float]:
     n = len(hits)
     return float(hits.mean()), wilson(int(hits.sum()), n)[1]
+
+
+#: The rule's share before issue #38's last round, for ``--target``'s side-by-side.
+BEFORE_SHARE = 0.25
+TARGET = ("docs", "confined to positions (test_position)", "recipe")
+BINDING = ("zipf", "0.5 points better pooled, small items worse", "recipe")
+
+
+def target(runs: int, seeds: tuple[int, ...]) -> None:
+    """Issue #38's docs-position target (fired at least 80%, cleared at most 10%, at the recipe's levels) and the
+    null that binds the e-process's share (the fixed test's own excess on the Zipf design, at alpha 0.05), on
+    ``seeds``, before (``BEFORE_SHARE``) and after (``EPROCESS_SHARE``) side by side."""
+    print(f"{runs} runs a seed; share: each alarm's level the e-process spends (before {BEFORE_SHARE:g}, after "
+          f"{EPROCESS_SHARE:g}); the rest is the final look's")
+    print("| case | seed | fixed | sequential before [Wilson 95%] | sequential after | cleared before / after |")
+    print("|---|---|---|---|---|---|")
+    for (name, shape, model), m in ((TARGET, 4), (BINDING, 1)):
+        d = DESIGNS[name]()
+        case = next(c for c in cases(d) if c.shape == shape and c.model == model)
+        for seed in seeds:
+            old, new = (run_case(d, case, runs, seed, share) for share in (BEFORE_SHARE, EPROCESS_SHARE))
+            said = [interval(o[f"seq{m}"]) for o in (old, new)]
+            print(f"| {name} {shape}, {model}, m={m} | {seed} | {old[f'fixed{m}'].mean():.1%} | {said[0]} | "
+                  f"{said[1]} | {old[f'cleared{m}'].mean():.1%} / {new[f'cleared{m}'].mean():.1%} |", flush=True)
 
 
 def main() -> None:
@@ -290,7 +324,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=20261128)
     parser.add_argument("--only", default="", help="designs whose name holds this text")
+    parser.add_argument("--share", type=float, default=EPROCESS_SHARE, help="each alarm's level spent by the "
+                        f"e-process (default the plugin's {EPROCESS_SHARE:g}); the rest is the final look's")
+    parser.add_argument("--target", action="store_true", help="only issue #38's docs-position target and the "
+                        "null that binds the share, on 3 seeds of 3,000 runs, before and after")
     args = parser.parse_args()
+    if args.target:
+        return target(3000, (args.seed, 1, 2))
     started = time.perf_counter()
     bad: list[str] = []
     print(f"{args.runs} runs a case; alarm max-drop=0; fixed = clustered paired test, seq = sequential rule; "
@@ -303,7 +343,7 @@ def main() -> None:
             continue
         d = make()
         for case in cases(d):
-            out = run_case(d, case, args.runs, args.seed)
+            out = run_case(d, case, args.runs, args.seed, args.share)
             drop = float(out["drop"].mean())
             fixed1, fu1 = rate(out["fixed1"])
             seq1, su1 = rate(out["seq1"])

@@ -8,12 +8,13 @@ The designs are the plugin's remote defaults for anthropic/claude-sonnet-4-5, bu
 functions (qa's, litm's and docs' ``block_design``; lrt's 20 cells of 20 files), and the run order is
 ``--longctx-sequential``'s: sample group by sample group (sample i of every cell, then i + 1). Per alarm an item is
 fed once all its trials have answered (the sample group of its last trial), as its summed paired drop with its trial
-count (``session/sequential_gate.py``), and the plugin's own rule
-decides (``results/eprocess.simulate`` with the looks of the run's sample groups): the e-process at a quarter of
-the alarm's level at every look, clearing at 0.10 / 4, and for an alarm still open at the end of the design the
-final fixed-design look at the rest of its level with the fixed gate's own one-sided p (``results/robust.paired_rows``,
-what ``paired_difference`` computes, over every run). The fixed design answers everything and decides the four
-alarms with the same p's and Holm, as ``evaluate`` does. Costs, per run:
+count (``session/sequential_gate.py``), and the plugin's own rule decides (``results/eprocess.simulate`` with the
+looks of the run's sample groups): the e-process at ``EPROCESS_SHARE`` (0.15) of the alarm's level at every look,
+clearing at 0.10 / 4 (held back while the fixed test on the items fed fails at the final look's level), and for
+an alarm still open at the end of the design the final fixed-design look at the rest of its level with the fixed
+gate's own one-sided p (``results/robust.paired_rows``, what ``paired_difference`` computes, over every run). The
+fixed design answers everything and decides the four alarms with the same p's and Holm, as ``evaluate`` does.
+Costs, per run:
 
 * **alarm stops** (``--longctx-sequential-stop alarm``, the default): an alarm's trials stop once it is settled;
   prefetch has started the next ``AHEAD`` sample groups by then (paid for); list prices;
@@ -59,7 +60,7 @@ from pytest_longctx.experiments.litm.design import block_design as litm_design
 from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
-from pytest_longctx.results.eprocess import levels, simulate, split
+from pytest_longctx.results.eprocess import EPROCESS_SHARE, levels, simulate, split
 from pytest_longctx.results.robust import Shape, paired_rows
 from pytest_longctx.results.stats import holm, wilson
 
@@ -233,6 +234,14 @@ class Watch:
         out: np.ndarray = diff[self.order]
         return out
 
+    def moved(self, run: Run, before: np.ndarray, after: np.ndarray) -> np.ndarray:
+        """Each item's pairs right -> wrong and wrong -> right (2, items), in feeding order: what a clear's fixed
+        test on the items fed needs."""
+        m = self.mask
+        d = before[m].astype(float) - after[m]
+        return np.stack([np.bincount(run.item[m], weights=w, minlength=run.items)[self.order]
+                         for w in (d > 0, d < 0)])
+
     def paired(self, run: Run, before: np.ndarray, after: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The whole design's per-item sums of (now - before) and the counts right -> wrong, wrong -> right."""
         m = self.mask
@@ -290,19 +299,22 @@ class Outcome:
     usd_batch: np.ndarray
 
 
-def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int) -> Outcome:
+def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int,
+             share: float = EPROCESS_SHARE) -> Outcome:
     """``runs`` seeded runs of ``case``: the sequential rule per alarm (e-process, final look) and the fixed design."""
     rng = np.random.default_rng([seed, int(case.accuracy * 100), int(case.icc * 10), case.agreement == "versions",
                                  int(case.drop * 100), case.shape == "concentrated"])
     a, b = levels(ALPHA, len(RECIPE))
-    a1, a2 = split(a)
+    a1, a2 = split(a, share)
     x = [np.empty((runs, len(w.order))) for w in watches]
+    counts = [np.empty((2, runs, len(w.order))) for w in watches]
     sums = [np.empty((runs, len(w.items))) for w in watches]
     moved = [np.empty((runs, 2)) for _ in watches]
     for r in range(runs):
         before, after = draw(rng, design, case.accuracy, case.icc, case.agreement, case.shape, case.drop)
         for k, w in enumerate(watches):
             x[k][r] = w.drops(design, before, after)
+            counts[k][:, r] = w.moved(design, before, after)
             sums[k][r], moved[k][r] = w.paired(design, before, after)
     p = np.stack([paired_rows(sums[k], moved[k][:, 0], moved[k][:, 1], w.shape).p_drop_over(0.0)
                   for k, w in enumerate(watches)], axis=1)
@@ -312,9 +324,9 @@ def run_case(design: Run, watches: list[Watch], case: Case, runs: int, seed: int
     stop = np.zeros((runs, len(RECIPE)), int)  # the sample group after the alarm's deciding look
     for k, w in enumerate(watches):
         items, hit = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=p[:, k], looks=w.looks,
-                              sizes=w.sizes)
+                              sizes=w.sizes, counts=counts[k])
         _, by_e = simulate(x[k], 0.0, DETECT, a1, b, final_level=a2, final_p=np.ones(runs), looks=w.looks,
-                           sizes=w.sizes)
+                           sizes=w.sizes, counts=counts[k])
         fired[:, k] = hit
         last = w.samples[np.searchsorted(w.looks, items)] + 1
         final[:, k] = hit & ~by_e
@@ -402,6 +414,8 @@ def main() -> None:
     parser.add_argument("--spread", action="store_true", help="sample groups by the share of each experiment's "
                         "samples")
     parser.add_argument("--only", default="", help="cases whose label holds this text")
+    parser.add_argument("--share", type=float, default=EPROCESS_SHARE, help="each alarm's level spent by the "
+                        f"e-process (default the plugin's {EPROCESS_SHARE:g}); the rest is the final look's")
     args = parser.parse_args()
     started = time.perf_counter()
     now, old = Run.of(new_defaults(), spread=args.spread), Run.of(today())
@@ -425,7 +439,7 @@ def main() -> None:
     for case in CASES:
         if args.only not in case.label:
             continue
-        out = run_case(now, watches, case, args.runs, args.seed)
+        out = run_case(now, watches, case, args.runs, args.seed, args.share)
         fired, fixed = out.fired, out.fixed
         per = " | ".join(f"{fired[:, k].mean():.0%} / {fixed[:, k].mean():.0%} ({out.final[:, k].mean():.0%})"
                          for k in range(len(RECIPE)))

@@ -56,4 +56,4 @@ def test_a_drop_confined_to_docs_positions_is_seen_and_not_cleared() -> None:
     _, b = levels(ALPHA, 1)
     assert wilson(int(out["cleared1"].sum()), RUNS)[1] <= 1.2 * b  # wrongly cleared at most its promise
     assert out["seq4"].mean() >= out["fixed4"].mean() - 0.06  # the recipe's levels: near the fixed test
-    assert out["seq4"].mean() >= 0.75
+    assert out["seq4"].mean() >= 0.80  # issue 38's target (81.0% on these draws; 79.8% at the old share 0.25)

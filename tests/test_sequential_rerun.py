@@ -10,6 +10,7 @@ start fresh) before any request, and the record is left as it was; a fresh repor
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,7 +19,7 @@ import pytest
 from pytest_longctx.results.eprocess import draw_drops, simulate, split
 from pytest_longctx.results.stats import wilson
 from pytest_longctx.server.graded import Graded
-from pytest_longctx.session.rerun import earlier_look, fingerprint, spent
+from pytest_longctx.session.rerun import earlier_look, fingerprint, refusal, spent
 from tests.lrt_runs import run_lrt
 
 
@@ -58,6 +59,25 @@ def test_earlier_look_reads_the_report_dir(tmp_path: Any) -> None:
     assert earlier_look(tmp_path, "anthropic/m", "abc123") is None  # no final look made: nothing spent twice
 
 
+def test_an_extension_after_an_e_process_settled_an_alarm_is_refused(tmp_path: Any) -> None:
+    """An alarm settled by its e-process decided the test: an extension's e-process would bet on the same items
+    again with another design's stakes, so it is refused like a second final look, in one line saying what to do."""
+    alarm = {"threshold": "experiment=lrt:max-drop=0", "settled": "cleared", "settled_by": "e-process",
+             "settled_at_item": 57}
+    record = tmp_path / "longctx.json"
+    seq = {"spent": spent("anthropic/m", "abc123", 0.05, 0.0425, False), "alarms": [alarm]}
+    record.write_text(json.dumps({"sequential": seq}), encoding="utf-8")
+    assert earlier_look(tmp_path, "anthropic/m", "abc123") == record
+    line = refusal(tmp_path, "anthropic/m", Path("prod.json"), "abc123")
+    assert line is not None and "\n" not in line
+    assert "settled the alarm 'experiment=lrt:max-drop=0' by its e-process (cleared after 57 items)" in line
+    assert "pass a fresh --longctx-report-dir" in line and "--longctx-compare a new baseline record" in line
+    alarm["settled_by"] = None  # stopped before settling anything (budget, interruption): it may be extended
+    record.write_text(json.dumps({"sequential": {**seq, "alarms": [alarm]}}), encoding="utf-8")
+    assert earlier_look(tmp_path, "anthropic/m", "abc123") is None
+    assert refusal(tmp_path, "anthropic/m", Path("prod.json"), "abc123") is None
+
+
 def test_an_extension_after_the_final_look_is_refused(pytester: pytest.Pytester, api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))
     code, _, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off", dist=("-p", "no:xdist"))
@@ -79,7 +99,8 @@ def test_an_extension_after_the_final_look_is_refused(pytester: pytest.Pytester,
                            dist=("-p", "no:xdist"), cache="cache-other")
     assert code == pytest.ExitCode.USAGE_ERROR, err
     assert f"{report / 'longctx.json'} is a sequential run of anthropic/claude-other" in err
-    assert "already made its final look" in err and "pass a new --longctx-report-dir" in err
+    assert "already made its final look" in err and "pass a fresh --longctx-report-dir" in err
+    assert "--longctx-compare a new baseline record" in err
     assert "Traceback" not in err
     assert (report / "longctx.json").read_text(encoding="utf-8") == before  # nothing run, nothing replaced
 

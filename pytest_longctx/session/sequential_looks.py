@@ -171,13 +171,13 @@ def _feed(seq: SeqRun, final: bool) -> None:
         item = _cluster(seq, a)
         for t in seq.thresholds:
             if t.text in ready and t.matches(a["experiment"], a["params"]):
-                s = sums.setdefault((t.text, item), [0, 0])
-                s[0] += int(b["outcome"] == "correct") - int(a["outcome"] == "correct")
-                s[1] += 1
+                s = sums.setdefault((t.text, item), [0, 0, 0, 0])  # drop, trials, regressed, improved
+                d = int(b["outcome"] == "correct") - int(a["outcome"] == "correct")
+                s[0], s[1], s[2], s[3] = s[0] + d, s[1] + 1, s[2] + (d > 0), s[3] + (d < 0)
     for text, items in ready.items():
         alarm = seq.alarms[text]
         for item in items:
             seq.fed[text].add(item)
-            drop, trials = sums.get((text, item), (0, 0))
+            drop, trials, regressed, improved = sums.get((text, item), (0, 0, 0, 0))
             if trials:  # an item none of whose trials paired (errors) is not an observation
-                alarm.add_item(drop, trials)
+                alarm.add_item(drop, trials, regressed, improved)
