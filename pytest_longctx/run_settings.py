@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_longctx.backends import Price
 from pytest_longctx.backends.model_spec import ModelSpec
-from pytest_longctx.backends.prices import Price
 from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold
 
 

@@ -107,7 +107,7 @@ def test_record_schema_and_history_from_runs(longctx_runner: Any) -> None:
                                "output_tokens": sum(t["output_tokens"] for t in record["trials"]),
                                "paid_input_tokens": sum(t["input_tokens"] for t in record["trials"]),
                                "paid_output_tokens": sum(t["output_tokens"] for t in record["trials"]),
-                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+                               "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0, "unread": 0,
                                "billed_input_tokens": sum(t["input_tokens"] for t in record["trials"])}
 
     second = longctx_runner.run("--longctx-samples", "2", "--longctx-seed", "11", report_dir="reports")

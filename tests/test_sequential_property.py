@@ -72,7 +72,10 @@ def test_a_pass_is_never_a_fail_of_the_fixed_test_at_the_final_looks_level(
     if alarm.settled != "fired":
         assert _fixed_p(record[:seen]) >= alarm.final_level, alarm.to_json()
     fixed = alarm.fixed_p()
-    assert fixed is not None and abs(fixed - _fixed_p(record[:alarm.n])) < 1e-9  # the gate's own p
+    # the paired test's own p (the gate's adds a monotone envelope, which needs each item's answers, which the
+    # e-process does not keep): whatever the alarm's p lets clear, the gate's p at the final look's level lets pass
+    gate = _fixed_p(record[:alarm.n])
+    assert fixed is not None and (fixed < alarm.final_level or gate >= alarm.final_level), (fixed, gate)
 
 
 def test_a_clear_waits_while_the_fixed_test_would_fail_what_it_passes() -> None:

@@ -13,6 +13,9 @@ import pytest
 #: The marker of the end-to-end tier: ``-n 2`` inner runs, subprocesses of the real commands, a fresh clone, README
 #: commands, the browser, the full corpora. The README's ``pytest tests -n 2`` leaves these out; ``-m e2e`` runs them.
 E2E = "e2e"
+#: The README recipe as written over the whole default design (``tests/test_sequential_recipe.py``, 45 min or more):
+#: left out of both tiers; ``-m recipe`` runs it.
+RECIPE = "recipe"
 #: The fixtures that read a full corpus (tests/corpus_data.py): a test using one belongs to the e2e tier.
 CORPUS_FIXTURES = frozenset({"fr_xml", "fr_data_dir"})
 
@@ -28,10 +31,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Unless the command line chose a selection (``-m``, or single tests by node id), leave the e2e tier out."""
     if config.option.markexpr or _named_tests(config):
         return
-    kept = [item for item in items if item.get_closest_marker(E2E) is None]
-    if len(kept) < len(items):
-        config.hook.pytest_deselected(items=[item for item in items if item.get_closest_marker(E2E) is not None])
-        items[:] = kept
+    left_out = [item for item in items if item.get_closest_marker(E2E) or item.get_closest_marker(RECIPE)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        dropped = {id(item) for item in left_out}
+        items[:] = [item for item in items if id(item) not in dropped]
 
 
 def _runs_xdist(item: pytest.Item) -> bool:

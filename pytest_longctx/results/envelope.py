@@ -24,12 +24,33 @@ records at variance 0, which the relaxation's variance only widens. What the env
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from pytest_longctx.results.robust import Array, PairedRows, Shape
+from pytest_longctx.results.shape import Array, Shape, t_cdf, t_ppf
+
+
+class PairedRows(Protocol):
+    """What the envelope reads of :class:`~pytest_longctx.results.robust.PairedRows` (robust builds the rows)."""
+
+    @property
+    def record(self) -> object: ...
+    @property
+    def regressed(self) -> Array: ...
+    @property
+    def improved(self) -> Array: ...
+    @property
+    def centre(self) -> Array: ...
+    @property
+    def df(self) -> Array: ...
+    @property
+    def deff(self) -> Array: ...
+
+    def own_p_over(self, margin: float) -> Array: ...
+    def _edge(self, crit: Array, upper: bool) -> Array: ...
+    def like(self, reg: Array, imp: Array, variance: Array, cross: Array, shape: Shape) -> PairedRows: ...
+    def pooled_deff(self, k: Array, variance: Array, shape: Shape) -> Array: ...
 
 #: Records with more (totals x clusters) than this take their own bounds: the envelope would cost seconds.
 BUDGET = 20_000_000
@@ -163,15 +184,13 @@ class PairedRecord:
 
 def _rows(rows: PairedRows, worse: bool) -> PairedRows | None:
     """The envelope's rows of a one-row :class:`PairedRows` with a record (None: none, or too costly)."""
-    from pytest_longctx.results.robust import paired_from
-
     record = rows.record
     if not isinstance(record, PairedRecord) or not record.affordable(worse):
         return None
     key = ("rows", worse)
     if key not in record._cache:
         reg, imp, variance, cross, _ = record.rows(worse)
-        record._cache[key] = paired_from(reg, imp, variance, cross, record.shape)
+        record._cache[key] = rows.like(reg, imp, variance, cross, record.shape)
     return record._cache[key]  # type: ignore[no-any-return]
 
 
@@ -180,8 +199,6 @@ def paired_p_over(rows: PairedRows, margin: float) -> Array:
     run, each at its largest variance and its most cautious cross term. Where a record shows no drop beyond the
     margin (a p of at least 1/2) it is taken at the design's worst case (no spread measured: Agresti-Min on the
     counts, design effect ``m``), so that it only grows as answers turn right there too."""
-    from pytest_longctx.results.robust import t_cdf
-
     env = _rows(rows, worse=True)
     if env is None:
         return rows.own_p_over(margin)
@@ -199,8 +216,6 @@ def paired_p_over(rows: PairedRows, margin: float) -> Array:
 def paired_edge(rows: PairedRows, q: float, upper: bool) -> Array:
     """The ``q`` one-sided bound of the difference, monotone: the upper bound the largest over the records at most
     as good for this run, the lower bound the smallest over those at least as good."""
-    from pytest_longctx.results.robust import t_ppf
-
     own = rows._edge(t_ppf(q, rows.df), upper)
     env = _rows(rows, worse=upper)
     if env is None:
@@ -211,8 +226,6 @@ def paired_edge(rows: PairedRows, q: float, upper: bool) -> Array:
 
 def p_under(reg: Array, imp: Array, n: float, null_deff: Array, df: Array, margin: float) -> Array:
     """The non-inferiority p of 'the drop is at least ``margin``' (:meth:`~.clustered.PairedDiff.p_drop_under`)."""
-    from pytest_longctx.results.robust import t_cdf
-
     drop = (reg - imp) / n
     regressed = np.maximum(reg / n, imp / n + margin)
     variance = np.maximum(2 * regressed - margin - margin * margin, 0.0) * null_deff / n
@@ -225,15 +238,13 @@ def paired_p_under(rows: PairedRows, margin: float, own: float) -> float:
     """:func:`p_under` monotone: the largest over the records at least as good for this run, each with its
     largest design effects (the differences', this run's answers' at that total, the compared run's). Where a
     record shows a drop of at least the margin (a p of at least 1/2) the design's worst case ``m`` is taken."""
-    from pytest_longctx.results.robust import pooled_from
-
     record, env = rows.record, _rows(rows, worse=False)
     if env is None or not isinstance(record, PairedRecord):
         return own
     shape = record.shape
     if "null" not in record._cache:
         totals = record.rows(False)[4]
-        now_deff = pooled_from(totals, fill_variance(record.now, shape, totals), shape).deff
+        now_deff = rows.pooled_deff(totals, fill_variance(record.now, shape, totals), shape)
         record._cache["null"] = np.maximum(np.maximum(env.deff, now_deff), record.before_deff)
     null = record._cache["null"]
     near = p_under(env.regressed, env.improved, shape.n, null, env.df, margin)

@@ -34,9 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
-Array = NDArray[np.float64]
+from pytest_longctx.results.shape import Array as Array  # re-exported: the estimators' names
+from pytest_longctx.results.shape import Shape as Shape
+from pytest_longctx.results.shape import t_cdf as t_cdf
+from pytest_longctx.results.shape import t_ppf as t_ppf
 
 #: The weight, in minority outcomes, of the worst case the smoothed design effect starts from
 #: (set by ``benchmarks/sim_family.py``: coverage at 0.97 over 20 unequal items against continuity at the ceiling).
@@ -50,29 +52,9 @@ NULL_SHARE = 1.0
 #: The paired test's continuity correction, in effective discordant pairs (McNemar's, after Edwards 1948: half the
 #: step of ``c - b``): without it the alarm fired 5.1-5.5% of the time at alpha 0.05 in nulls of few discordant pairs
 #: or many items (``benchmarks/conformance.py``: lrt, litm-*); with it at most 5.0% (``benchmarks/sim_monotone.py``).
-CONTINUITY = 0.5
+CONTINUITY = 0.375
 #: The working correlation of the degrees of freedom, as a share of the one the design effect implies.
 WORKING_RHO_SHARE = 0.0
-
-
-@dataclass(frozen=True)
-class Shape:
-    """The sizes of a design's clusters and what the estimators need from them alone."""
-
-    sizes: Array  # (G,)
-    n: float
-    h: Array  # n_g / N
-    m: float  # sum n_g^2 / N
-
-    @classmethod
-    def of(cls, sizes: NDArray[np.floating] | NDArray[np.integer] | list[int]) -> Shape:
-        s = np.asarray(sizes, dtype=float)
-        n = float(s.sum())
-        return cls(s, n, s / n if n else s, float((s * s).sum() / n) if n else 1.0)
-
-    @property
-    def clusters(self) -> int:
-        return int(self.sizes.size)
 
 
 def cr2_variance(residual_sums: Array, shape: Shape) -> Array:
@@ -138,18 +120,6 @@ def design_df(deff: Array, shape: Shape) -> Array:
     if WORKING_RHO_SHARE == 0.0:
         return np.full(np.shape(deff), float(satterthwaite_df(shape, np.zeros(1))[0]))
     return satterthwaite_df(shape, WORKING_RHO_SHARE * working_rho(deff, shape))
-
-
-def t_ppf(q: float | Array, df: Array) -> Array:
-    from scipy.stats import t
-
-    return np.asarray(t.ppf(q, df), dtype=float)
-
-
-def t_cdf(x: Array, df: Array) -> Array:
-    from scipy.stats import t
-
-    return np.asarray(t.cdf(x, df), dtype=float)
 
 
 def wilson(p: Array, n_eff: Array, z: Array) -> tuple[Array, Array]:
@@ -337,6 +307,14 @@ class PairedRows:
         from pytest_longctx.results.envelope import paired_p_over
 
         return paired_p_over(self, margin)
+
+    def like(self, reg: Array, imp: Array, variance: Array, cross: Array, shape: Shape) -> PairedRows:
+        """Rows of other counts on the same design (the envelope's records)."""
+        return paired_from(reg, imp, variance, cross, shape)
+
+    def pooled_deff(self, k: Array, variance: Array, shape: Shape) -> Array:
+        """The design effect of one run's answers, ``k`` right per row at ``variance`` (the envelope's null)."""
+        return pooled_from(k, variance, shape).deff
 
     def own_p_over(self, margin: float) -> Array:
         return t_cdf(self.statistic(np.full_like(self.centre, -margin)), self.df)
