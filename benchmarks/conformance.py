@@ -8,7 +8,7 @@ pooled by ``litm-*``) and a ``max-drop=0`` alarm, seeded runs with known truth a
   ``paired_difference`` computes) at alpha / m;
 * the **sequential** rule: ``results/eprocess.simulate`` fed as ``session/sequential_gate.py`` feeds it (an item once
   every trial of it has answered, in sample-group order, as its summed paired drop with its trial count), the
-  e-process at ``EPROCESS_SHARE`` (0.15) of alpha / m, clearing at 0.10 / m (held back while the fixed test on the
+  e-process at ``EPROCESS_SHARE`` (0.10) of alpha / m, clearing at 0.10 / m (held back while the fixed test on the
   items fed fails at the final look's level), the final look at the rest with the fixed test's p.
 
 ``m`` is 1 (the alarm alone at alpha 0.05: the false-alarm check, where 1,000 runs can resolve 1.2 alpha) and 4 (the
@@ -57,6 +57,8 @@ from pytest_longctx.results.robust import Shape, paired_rows
 from pytest_longctx.results.stats import wilson
 
 ALPHA = 0.05
+#: A null case's runs, as a multiple of ``--runs``.
+NULL_RUNS = 4
 QA_SIZES = (2_000, 8_000, 70_000, 95_000)
 DOCS_SIZES = (0, 25, 50, 75, 100)
 
@@ -333,7 +335,8 @@ def main() -> None:
         return target(3000, (args.seed, 1, 2))
     started = time.perf_counter()
     bad: list[str] = []
-    print(f"{args.runs} runs a case; alarm max-drop=0; fixed = clustered paired test, seq = sequential rule; "
+    print(f"{args.runs} runs a case ({NULL_RUNS * args.runs} a null); alarm max-drop=0; fixed = clustered paired test, "
+          "seq = sequential rule; "
           "'m=1': the alarm alone at alpha 0.05, 'm=4': the README recipe's levels; cleared: by the e-process")
     print("| design | shape | model | true drop | fails fixed / seq (m=1) | fails fixed / seq (m=4) | final look (m=4) "
           "| cleared m=1 / m=4 | items to a decision (m=4) | check |")
@@ -343,7 +346,9 @@ def main() -> None:
             continue
         d = make()
         for case in cases(d):
-            out = run_case(d, case, args.runs, args.seed, args.share)
+            # a null decides a level at the 1.2 alpha line: 4x the runs, so the Wilson upper end measures the test,
+            # not the draw (at 2,000 runs a test exactly at 5% crosses 6% one time in two)
+            out = run_case(d, case, args.runs * (NULL_RUNS if case.null else 1), args.seed, args.share)
             drop = float(out["drop"].mean())
             fixed1, fu1 = rate(out["fixed1"])
             seq1, su1 = rate(out["seq1"])
