@@ -18,7 +18,8 @@ from pytest_longctx.backends.anthropic import AnthropicBackend
 from pytest_longctx.backends.base import Completion, Request, request_key
 from pytest_longctx.backends.retry import RetryPolicy
 from pytest_longctx.dispatch.cache import ResponseCache
-from pytest_longctx.dispatch.prefetch import Dispatcher, Waiter
+from pytest_longctx.dispatch.prefetch import Dispatcher
+from pytest_longctx.dispatch.waiter import Waiter
 from pytest_longctx.errors import BackendError, FatalBackendError
 from pytest_longctx.server import FaultPlan
 from pytest_longctx.server.responders import echo, last_user_text

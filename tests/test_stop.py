@@ -332,8 +332,9 @@ async def test_cancel_stops_the_lanes_at_once_and_waiting_tests_end_skipped(tmp_
     from pytest_longctx.backends.anthropic import AnthropicBackend
     from pytest_longctx.backends.base import Request, request_key
     from pytest_longctx.dispatch.cache import ResponseCache
-    from pytest_longctx.dispatch.prefetch import Dispatcher, Waiter
+    from pytest_longctx.dispatch.prefetch import Dispatcher
     from pytest_longctx.dispatch.skips import RunStopped
+    from pytest_longctx.dispatch.waiter import Waiter
 
     gate = Gate(FREE)
     srv = api(gate)

@@ -26,8 +26,6 @@ from pytest_longctx.dispatch.ledger import Ledger
 from pytest_longctx.dispatch.plan import read_plan
 from pytest_longctx.dispatch.policy import PlannedRequest, StopPolicy, Trial
 from pytest_longctx.dispatch.send import Progress, Sender
-from pytest_longctx.dispatch.send import rate_note as rate_note  # the session's summary line imports it from here
-from pytest_longctx.dispatch.waiter import Waiter as Waiter  # the session's fixtures import it from here
 from pytest_longctx.dispatch.workdir import error_path, kept_path, stopped_path, wanted_keys, write_error
 
 

@@ -107,7 +107,7 @@ def _compare_and_gate(record: dict[str, Any], settings: DecideSettings, baseline
     partial = None
     try:
         if settings.compare is not None and baseline is None:
-            baseline = load_record(settings.compare)  # normally read at start-up (plugin.pytest_configure)
+            baseline = load_record(settings.compare)  # normally read at start-up (ModelServices.check_inputs)
         if baseline is not None:
             problems = baseline_problems(baseline, seed=settings.seed, protocol=settings.protocol,
                                          cells=record["cells"])

@@ -2,8 +2,9 @@
 
 Every path that decides a run's exit code goes through :class:`GateResult`: the run's finish
 (:func:`~pytest_longctx.results.decide.decide`), its sequential gate (:func:`with_sequential`, from
-``session/sequential_gate.apply`` and from ``longctx-gate`` on a sequential run's record), a run of several models
-(:func:`combine`) and ``longctx-gate``. No pytest here: a record is decided the same way inside a run and outside.
+``session/sequential_gate.SequentialGate.apply`` and from ``longctx-gate`` on a sequential run's record), a run of
+several models (:func:`combine`) and ``longctx-gate``. No pytest here: a record is decided the same way inside a run
+and outside.
 
 Exit codes (docs/ci-gating.md, "Exit codes"): 0 the gate passed or none was set; 1 a trial errored (an
 infrastructure failure is never a wrong answer, and the record is not clean whatever the gate says); 2 the run was

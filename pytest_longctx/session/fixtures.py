@@ -15,7 +15,7 @@ from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.client import ModelClient
-from pytest_longctx.dispatch.prefetch import Waiter
+from pytest_longctx.dispatch.waiter import Waiter
 from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.defaults import samples_for
 from pytest_longctx.session.identity import SAMPLE_ARG as SAMPLE_ARG  # re-exported: the plugin parametrizes it

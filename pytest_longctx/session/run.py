@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from pytest_longctx.backends import REFERENCE_MODEL, model_note, provider_of
-from pytest_longctx.dispatch.prefetch import Dispatcher, rate_note
+from pytest_longctx.dispatch.prefetch import Dispatcher
+from pytest_longctx.dispatch.send import rate_note
 from pytest_longctx.reporting.chance import chance_report
 from pytest_longctx.reporting.sections import arrange
 from pytest_longctx.reporting.side_by_side import models_lines
