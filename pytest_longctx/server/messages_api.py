@@ -13,6 +13,9 @@ Message Batches endpoints (see :mod:`.batches`), and two for other processes (py
 sharing a server started by ``python -m pytest_longctx.server``): ``GET /_longctx/stats``
 (``?requests=1`` includes the request bodies) and ``POST /_longctx/reset_stats``. The same server
 also speaks OpenAI's ``/v1/chat/completions`` and llama.cpp's native endpoints (see :mod:`.dialects`).
+
+This module serves: it routes a request, checks its key and body, injects the planned fault, counts
+it, and sends the answer or the error; what each endpoint answers is built by :class:`~.answers.Answers`.
 """
 
 from __future__ import annotations
@@ -21,26 +24,24 @@ import copy
 import itertools
 import json
 import logging
-import random
 import socket
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 from . import dialects
+from .answers import JSON, Answers
 from .batches import MAX_BYTES, MAX_REQUESTS, BatchStore
 from .faults import APIFailure, FaultInjector, FaultPlan, status_failure
 from .handler import Handler, HTTPServer
 from .prompt_cache import PromptCache
-from .resolve import resolve_responder
-from .responders import Responder, TokenCounter, approx_token_count, count_input_tokens
+from .responders import Responder, TokenCounter, approx_token_count
 from .stats import ServerStats
-from .wire import RateLimits, RateWindow, build_message, route, sse_events, validate_request
+from .wire import RateLimits, RateWindow, route
 
 _log = logging.getLogger(__name__)
-_JSON = "application/json"
 #: ``(status, payload, headers)`` of an answer, or ``None`` to drop the connection.
 _Reply: TypeAlias = tuple[int, bytes, dict[str, str]] | None
 
@@ -93,27 +94,22 @@ class MessagesServer:
         record_requests: bool = True,
         prompt_cache: PromptCache | None = None,
     ) -> None:
-        low, high = latency if isinstance(latency, tuple) else (latency, latency)
-        if not 0 <= low <= high:
-            raise ValueError(f"latency must be >= 0 seconds, or (min, max) with 0 <= min <= max; got {latency!r}")
-        self.responder = resolve_responder(responder, token_counter)
         self.host, self._port = host, port
-        self.latency = latency
         self.api_key = api_key
-        self.token_counter = token_counter
-        self.models = tuple(models) if models is not None else None
         self.record_requests = record_requests
-        self.prompt_cache = prompt_cache or PromptCache()
         self.batches = BatchStore(processing_delay=batch_delay, error_rate=batch_error_rate,
                                   expire_rate=batch_expire_rate, seed=seed, max_requests=batch_max_requests,
                                   max_bytes=batch_max_bytes)
         self._injector = FaultInjector(faults or FaultPlan())
-        self._latency_rng = random.Random(f"{seed}-latency")
         self._rate = RateWindow(rate_limits or RateLimits())
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._stats = ServerStats()
         self._stopping = threading.Event()
+        self.answers = Answers(responder, token_counter=token_counter, latency=latency, seed=seed, models=models,
+                               prompt_cache=prompt_cache or PromptCache(), batches=self.batches, rate=self._rate,
+                               owner=self)
+        self.prompt_cache = self.answers.prompt_cache
         self._connections: set[socket.socket] = set()
         self._httpd: HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -207,6 +203,13 @@ class MessagesServer:
             counts: dict[str, int] = getattr(self._stats, table)
             counts[key] = counts.get(key, 0) + 1
 
+    def _count(self, change: Callable[[ServerStats], None]) -> None:
+        with self._lock:
+            change(self._stats)
+
+    def _hold(self, seconds: float) -> None:
+        self._stopping.wait(seconds)
+
     def _track(self, connection: socket.socket, *, add: bool) -> None:
         with self._lock:
             (self._connections.add if add else self._connections.discard)(connection)
@@ -229,7 +232,7 @@ class MessagesServer:
                 if endpoint == "_reset":
                     self.reset_stats()
                 stats = self.stats.to_json(requests=query.get("requests") == "1")
-                reply: _Reply = (200, json.dumps(stats).encode(), {"Content-Type": _JSON})
+                reply: _Reply = (200, json.dumps(stats).encode(), {"Content-Type": JSON})
             else:
                 with self._lock:
                     self._stats.endpoints[endpoint] = self._stats.endpoints.get(endpoint, 0) + 1
@@ -282,11 +285,11 @@ class MessagesServer:
                 if failure is not None:
                     raise failure
                 if fault == "timeout":
-                    self._stopping.wait(self.faults.timeout_hold)
+                    self._hold(self.faults.timeout_hold)
                 if fault in ("timeout", "reset"):
                     return None
             base = f"http://{handler.headers.get('Host') or self.base_url.removeprefix('http://')}"
-            status, payload, content_type = self._dispatch(endpoint, batch_id, body, query, base)
+            status, payload, content_type = self.answers.reply(endpoint, batch_id, body, query, base)
             if endpoint == "batches.create":
                 with self._lock:
                     self._stats.batch_bytes.append(len(raw))
@@ -301,7 +304,7 @@ class MessagesServer:
             self._bump("errors", exc.error_type)
             error = dialects.openai_error(exc) if endpoint in dialects.OPENAI_ERRORS else exc.body(request_id)
             status, payload = exc.status, json.dumps(error).encode()
-            headers.update({**exc.headers, "Content-Type": _JSON})
+            headers.update({**exc.headers, "Content-Type": JSON})
         if endpoint in ("messages", "count_tokens"):
             headers.update(self._rate.record())
         return status, payload, headers
@@ -323,105 +326,3 @@ class MessagesServer:
         if not isinstance(body, dict):
             raise APIFailure(400, "invalid_request_error", "request body must be a JSON object")
         return body
-
-    def _dispatch(
-        self, endpoint: str, batch_id: str | None, body: dict[str, Any], query: dict[str, str], base: str
-    ) -> tuple[int, bytes, str]:
-        """``(status, payload, content type)`` of a successful answer."""
-        if endpoint in dialects.OPENAI_ENDPOINTS or endpoint in dialects.LLAMA_ENDPOINTS:
-            return 200, json.dumps(self._dialect(endpoint, body)).encode(), _JSON
-        if endpoint == "messages":
-            message = self._generate(validate_request(body))
-            if body.get("stream"):
-                return 200, sse_events(message), "text/event-stream; charset=utf-8"
-            return 200, json.dumps(message).encode(), _JSON
-        if endpoint == "count_tokens":
-            self._check_model(validate_request(body, count_only=True))
-            return 200, json.dumps({"input_tokens": count_input_tokens(body, self.token_counter)}).encode(), _JSON
-        if endpoint == "batches.results":
-            return 200, self.batches.results(str(batch_id)), "application/x-jsonl"
-        if endpoint == "batches.create":
-            result = self.batches.create(body, self._batch_answer, base)
-        elif endpoint == "batches.list":
-            result = self.batches.list(query, base)
-        elif endpoint == "batches.retrieve":
-            result = self.batches.retrieve(str(batch_id), base)
-        elif endpoint == "batches.cancel":
-            result = self.batches.cancel(str(batch_id), base)
-        else:  # batches.delete
-            result = self.batches.delete(str(batch_id))
-        return 200, json.dumps(result).encode(), _JSON
-
-    def _dialect(self, endpoint: str, body: dict[str, Any]) -> dict[str, Any]:
-        """The answer to an OpenAI or llama.cpp request (see :mod:`.dialects`)."""
-        if endpoint == "chat.completions":
-            return dialects.chat_completion(self._generate(dialects.messages_body(body)), self._next_id("chatcmpl"))
-        if endpoint == "completion":
-            model = self.models[0] if self.models else "local"
-            return dialects.native_completion(self._generate(dialects.completion_body(body, model)))
-        if endpoint == "models":
-            return dialects.models_list(self.models)
-        if endpoint == "apply-template":
-            return {"prompt": dialects.render_template(body.get("messages"))}
-        if endpoint == "tokenize":
-            return dialects.tokenize(body, self.token_counter)
-        return {"status": "ok"}  # health
-
-    def _generate(self, body: dict[str, Any]) -> dict[str, Any]:
-        """The Message answering a validated Messages body after the configured latency; counted in the stats."""
-        self._sleep_latency()
-        message = self._answer(body, validated=True)
-        with self._lock:
-            self._stats.input_tokens += message["usage"]["input_tokens"]
-            self._stats.output_tokens += message["usage"]["output_tokens"]
-            self._stats.count_answer(str(body.get("model")), message["usage"])
-        return message
-
-    def _batch_answer(self, body: dict[str, Any]) -> dict[str, Any]:
-        """A batch request's Message, its usage counted apart (``batch_*``) and per model."""
-        message = self._answer(body)
-        with self._lock:
-            self._stats.count_answer(str(body.get("model")), message["usage"], batch=True)
-        return message
-
-    def _answer(self, body: dict[str, Any], *, validated: bool = False) -> dict[str, Any]:
-        """Validate a Messages request and build its Message (used for batches too)."""
-        self._check_model(body if validated else validate_request(body))
-        try:
-            text = self.responder(body)
-            if not isinstance(text, str):
-                raise TypeError(f"a responder must return str, not {type(text).__name__}")
-        except Exception as exc:
-            _log.warning("responder failed", exc_info=True)
-            raise APIFailure(500, "api_error", f"responder failed: {exc!r}") from exc
-        message = build_message(body, text, counter=self.token_counter, message_id=self._next_id("msg"))
-        cache = self.prompt_cache.account(body, message["usage"]["input_tokens"], self.token_counter)
-        message["usage"].update(input_tokens=cache.input_tokens,
-                                cache_creation_input_tokens=cache.cache_creation_input_tokens,
-                                cache_read_input_tokens=cache.cache_read_input_tokens)
-        if cache.cache_creation_input_tokens:
-            message["usage"]["cache_creation"] = {f"ephemeral_{ttl}_input_tokens": cache.cache_creation_input_tokens
-                                                  if ttl == cache.ttl else 0 for ttl in ("5m", "1h")}
-        with self._lock:
-            self._stats.prompt_cache_writes += bool(cache.cache_creation_input_tokens)
-            self._stats.prompt_cache_writes_1h += bool(cache.cache_creation_input_tokens) and cache.ttl == "1h"
-            self._stats.prompt_cache_reads += bool(cache.cache_read_input_tokens)
-            self._stats.cache_creation_input_tokens += cache.cache_creation_input_tokens
-            self._stats.cache_read_input_tokens += cache.cache_read_input_tokens
-        self._rate.record(
-            input_tokens=message["usage"]["input_tokens"], output_tokens=message["usage"]["output_tokens"]
-        )
-        return message
-
-    def _check_model(self, body: dict[str, Any]) -> None:
-        if self.models is not None and body["model"] not in self.models:
-            raise APIFailure(404, "not_found_error", f"model: {body['model']}")
-
-    def _sleep_latency(self) -> None:
-        if isinstance(self.latency, tuple):
-            with self._lock:
-                delay = self._latency_rng.uniform(*self.latency)
-        else:
-            delay = self.latency
-        if delay > 0:
-            self._stopping.wait(delay)

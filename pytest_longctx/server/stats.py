@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .prompt_cache import Accounting
+
 
 @dataclass
 class ServerStats:
@@ -54,11 +56,22 @@ class ServerStats:
             self.batch_answered += 1
             self.batch_input_tokens += int(usage["input_tokens"])
             self.batch_output_tokens += int(usage["output_tokens"])
+        else:
+            self.input_tokens += usage["input_tokens"]
+            self.output_tokens += usage["output_tokens"]
         mine = self.by_model.setdefault(model, dict.fromkeys(
             ("answered", "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"), 0))
         mine["answered"] += 1
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
             mine[name] += int(usage.get(name) or 0)
+
+    def count_prompt_cache(self, cache: Accounting) -> None:
+        """Count one answer's prompt-cache write or read (call under the server's lock)."""
+        self.prompt_cache_writes += bool(cache.cache_creation_input_tokens)
+        self.prompt_cache_writes_1h += bool(cache.cache_creation_input_tokens) and cache.ttl == "1h"
+        self.prompt_cache_reads += bool(cache.cache_read_input_tokens)
+        self.cache_creation_input_tokens += cache.cache_creation_input_tokens
+        self.cache_read_input_tokens += cache.cache_read_input_tokens
 
     def to_json(self, *, requests: bool = True) -> dict[str, Any]:
         """Plain JSON (``requests=False`` leaves the request bodies out)."""
