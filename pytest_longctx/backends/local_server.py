@@ -41,6 +41,8 @@ from pytest_longctx.errors import BackendError, UsageError
 URL_ENV = "PYTEST_LONGCTX_LOCAL_URL"
 #: Exit code of the child when the model cannot be found or verified (a usage error).
 _EXIT_USAGE = 2
+#: The settings the child's command line carries as they are, each as ``--name-with-dashes``.
+TUNING = ("parallel", "threads", "batch_threads", "cache_reuse", "cache_ram_mib", "verbosity")
 
 
 @dataclass(frozen=True)
@@ -70,14 +72,28 @@ class ServerSettings:
     #: llama.cpp log verbosity (0: errors only).
     verbosity: int = 0
 
+    @classmethod
+    def resolve(
+        cls, model: str, *, gguf: Path | None = None, alias: str | None = None, context_window: int | None = None,
+        cache_dir: Path | str | None = None, **tuning: int,
+    ) -> ServerSettings:
+        """The settings for the GGUF file ``gguf``, else for the known ``model`` (its GGUF found in ``cache_dir`` and
+        verified; a one-line :class:`UsageError` if it is unknown or missing); ``alias`` defaults to the file's stem
+        or the model's name, ``context_window`` to 4096 or the model's window; ``tuning``: fields of :data:`TUNING`."""
+        if gguf is not None:
+            if not gguf.is_file():
+                raise UsageError(f"no GGUF file at {gguf}")
+            return cls(gguf, alias or gguf.stem, context_window or 4096, **tuning)
+        entry = get_model(model)
+        gguf = find_gguf(entry.name, cache_dir=cache_dir)
+        return cls(gguf, alias or entry.name, context_window or entry.context_window, **tuning)
+
     def to_args(self) -> list[str]:
-        return [
-            "--gguf", str(self.gguf), "--alias", self.alias, "--ctx", str(self.context_window),
-            "--parallel", str(self.parallel), "--threads", str(self.threads),
-            "--batch-threads", str(self.batch_threads),
-            "--cache-reuse", str(self.cache_reuse), "--cache-ram-mib", str(self.cache_ram_mib),
-            "--verbosity", str(self.verbosity),
-        ]  # fmt: skip
+        """The child's command line for these settings (:func:`main` reads them back)."""
+        args = ["--gguf", str(self.gguf), "--alias", self.alias, "--ctx", str(self.context_window)]
+        for name in TUNING:
+            args += [f"--{name.replace('_', '-')}", str(getattr(self, name))]
+        return args
 
 
 def start_in_process(settings: ServerSettings) -> tuple[Any, str]:
@@ -165,27 +181,10 @@ class LocalModelServer:
         self._url: str | None = None
 
     def settings(self) -> ServerSettings:
-        """Resolve the model (finding and verifying its GGUF) into server settings."""
-        if self.gguf is not None:
-            if not self.gguf.is_file():
-                raise UsageError(f"no GGUF file at {self.gguf}")
-            return ServerSettings(
-                gguf=self.gguf,
-                alias=self.model,
-                context_window=self.context_window or 4096,
-                parallel=self.parallel,
-                threads=self.threads,
-                batch_threads=self.batch_threads,
-            )
-        entry = get_model(self.model)
-        return ServerSettings(
-            gguf=find_gguf(entry.name, cache_dir=self.cache_dir),
-            alias=entry.name,
-            context_window=self.context_window or entry.context_window,
-            parallel=self.parallel,
-            threads=self.threads,
-            batch_threads=self.batch_threads,
-        )
+        """Resolve the model (finding and verifying its GGUF) into server settings; the server says it is ``model``."""
+        return ServerSettings.resolve(self.model, gguf=self.gguf, alias=self.model, context_window=self.context_window,
+                                      cache_dir=self.cache_dir, parallel=self.parallel, threads=self.threads,
+                                      batch_threads=self.batch_threads)
 
     @property
     def base_url(self) -> str:
@@ -303,7 +302,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when xllamacpp (libgomp) loads, below
     try:
-        settings = _settings_from_args(args)
+        settings = ServerSettings.resolve(args.model, gguf=Path(args.gguf) if args.gguf else None, alias=args.alias,
+                                          context_window=args.ctx, cache_dir=args.cache_dir,
+                                          **{name: getattr(args, name) for name in TUNING})
         server, url = start_in_process(settings)
         wait_healthy(url)
     except UsageError as exc:
@@ -317,31 +318,6 @@ def main(argv: list[str] | None = None) -> int:
     sys.stderr.flush()
     _serve_until_told(server, exit_on_eof=args.exit_on_stdin_eof)
     return 0
-
-
-def _settings_from_args(args: argparse.Namespace) -> ServerSettings:
-    if args.gguf:
-        gguf = Path(args.gguf)
-        if not gguf.is_file():
-            raise UsageError(f"no GGUF file at {gguf}")
-        window = args.ctx or 4096
-        alias = args.alias or gguf.stem
-    else:
-        model = get_model(args.model)
-        gguf = find_gguf(model.name, cache_dir=args.cache_dir)
-        window = args.ctx or model.context_window
-        alias = args.alias or model.name
-    return ServerSettings(
-        gguf=gguf,
-        alias=alias,
-        context_window=window,
-        parallel=args.parallel,
-        threads=args.threads,
-        batch_threads=args.batch_threads,
-        cache_reuse=args.cache_reuse,
-        cache_ram_mib=args.cache_ram_mib,
-        verbosity=args.verbosity,
-    )
 
 
 def _exited(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:

@@ -20,6 +20,13 @@ from .graded import SPEC_HELP
 from .messages_api import MessagesServer
 from .prompt_cache import LIFETIME_S, PromptCache
 
+#: The fault plan's fields the command line sets, and the option (``args`` attribute) that sets each.
+_FAULT_PLAN = {"rate": "fault_rate", "kinds": "faults", "seed": "seed", "sticky": "sticky",
+               "retry_after": "retry_after", "timeout_hold": "timeout_hold", "endpoints": "fault_endpoints"}
+#: The server's keyword arguments that the option of the same name sets as it is.
+_SERVER = ("host", "port", "latency", "api_key", "batch_delay", "batch_error_rate", "batch_expire_rate",
+           "batch_max_requests", "batch_max_bytes", "seed")
+
 
 def _latency(text: str) -> float | tuple[float, float]:
     try:
@@ -84,30 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        plan = FaultPlan(
-            rate=args.fault_rate,
-            kinds=args.faults,
-            seed=args.seed,
-            sticky=args.sticky,
-            retry_after=args.retry_after,
-            timeout_hold=args.timeout_hold,
-            endpoints=args.fault_endpoints,
-        )
-        server = MessagesServer(
-            args.responder,
-            host=args.host,
-            port=args.port,
-            latency=args.latency,
-            faults=plan,
-            api_key=args.api_key,
-            batch_delay=args.batch_delay,
-            batch_error_rate=args.batch_error_rate,
-            batch_expire_rate=args.batch_expire_rate,
-            batch_max_requests=args.batch_max_requests,
-            batch_max_bytes=args.batch_max_bytes,
-            seed=args.seed,
-            prompt_cache=PromptCache(args.prompt_cache_lifetime, args.prompt_cache_min_tokens),
-        )
+        plan = FaultPlan(**{field: getattr(args, option) for field, option in _FAULT_PLAN.items()})
+        server = MessagesServer(args.responder, faults=plan,
+                                prompt_cache=PromptCache(args.prompt_cache_lifetime, args.prompt_cache_min_tokens),
+                                **{name: getattr(args, name) for name in _SERVER})
     except (ValueError, OSError) as exc:
         parser.error(str(exc))
 
