@@ -8,6 +8,7 @@ exhausted quota stop the run; anything else fails the one request.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx
@@ -84,6 +85,44 @@ def post_json(client: httpx.Client, url: str, payload: dict[str, Any], *, retrie
     """Blocking :func:`apost_json` (token counting, which the backend protocol makes synchronous)."""
     return retrier.run_blocking(lambda: json_object(client.post(url, json=payload, headers=headers)),
                                 lambda exc: judge(exc, key_hint=key_hint))
+
+
+class Clients:
+    """The httpx clients of one backend: an async one per event loop (a pooled connection must not outlive its loop)
+    and a blocking one (token counting), each made when first used."""
+
+    def __init__(self, timeout: httpx.Timeout, blocking_timeout: httpx.Timeout, *, trust_env: bool = True) -> None:
+        self._timeout, self._blocking_timeout, self._trust_env = timeout, blocking_timeout, trust_env
+        self._client: httpx.AsyncClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._blocking: httpx.Client | None = None
+
+    def async_client(self) -> httpx.AsyncClient:
+        """This event loop's client."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=self._trust_env)
+            self._loop = loop
+        return self._client
+
+    def blocking_client(self) -> httpx.Client:
+        """The blocking client."""
+        if self._blocking is None:
+            self._blocking = httpx.Client(timeout=self._blocking_timeout, trust_env=self._trust_env)
+        return self._blocking
+
+    async def aclose(self) -> None:
+        """Close both (the async one only from the loop it belongs to)."""
+        client, self._client = self._client, None
+        if client is not None and self._loop is asyncio.get_running_loop():
+            await client.aclose()
+        self.close_blocking()
+
+    def close_blocking(self) -> None:
+        """Close the blocking client."""
+        if self._blocking is not None:
+            self._blocking.close()
+            self._blocking = None
 
 
 def _error_message(response: httpx.Response) -> str:

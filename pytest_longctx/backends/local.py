@@ -9,7 +9,6 @@ the native ``/completion`` endpoint, which continues exactly that text and repor
 
 from __future__ import annotations
 
-import asyncio
 import math
 import os
 import time
@@ -18,7 +17,7 @@ from typing import Any
 import httpx
 
 from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.backends.http import apost_json, post_json
+from pytest_longctx.backends.http import Clients, apost_json, post_json
 from pytest_longctx.backends.local_models import DEFAULT_LOCAL_MODEL, KNOWN_MODELS
 from pytest_longctx.backends.local_server import URL_ENV
 from pytest_longctx.backends.openai_compat import chat_messages
@@ -53,14 +52,12 @@ class LocalBackend:
         known = KNOWN_MODELS.get(model)
         self.context_window = context_window or (known.context_window if known else 4096)
         self._base_url = (base_url or os.environ.get(URL_ENV) or "").rstrip("/") or None
-        self._timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self._clients = Clients(httpx.Timeout(timeout_s, connect=10.0), httpx.Timeout(120.0, connect=5.0),
+                                trust_env=False)
         self.retrier = Retrier(f"local/{model}", self._base_url or "(no server)", policy, seed=seed,
                                max_concurrency=max_concurrency,
                                hint="; the plugin starts the server itself unless " + URL_ENV + " names one")
         self.top_logprobs = top_logprobs
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._sync: httpx.Client | None = None
         self._token_ids: dict[str, int] = {}
         self._n_vocab: int | None = None
 
@@ -117,17 +114,12 @@ class LocalBackend:
         """Tokens of ``text`` under the model's own tokenizer (the server's ``/tokenize``)."""
         if not text:
             return 0
-        data = post_json(self._sync_client(), f"{self.base_url}/tokenize", {"content": text, "add_special": False},
-                         retrier=self.retrier)
+        data = post_json(self._clients.blocking_client(), f"{self.base_url}/tokenize",
+                         {"content": text, "add_special": False}, retrier=self.retrier)
         return len(data.get("tokens") or ())
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._client_loop is asyncio.get_running_loop():
-            await client.aclose()
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        await self._clients.aclose()
 
     async def _score_choices(self, prompt: str, request: Request) -> Completion:
         """Log-probability of each choice as the next token after ``prompt`` (which ends with the prefill).
@@ -184,27 +176,14 @@ class LocalBackend:
     async def _vocab_size(self) -> int:
         if self._n_vocab is None:
             try:
-                response = await self._async_client().get(f"{self.base_url}/v1/models")
+                response = await self._clients.async_client().get(f"{self.base_url}/v1/models")
                 self._n_vocab = int(response.json()["data"][0]["meta"]["n_vocab"])
             except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
                 raise BackendError(f"local/{self.model}: no vocabulary size from /v1/models: {exc!r}") from None
         return self._n_vocab
 
     async def _apost(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        return await apost_json(self._async_client(), f"{self.base_url}{path}", body, retrier=self.retrier)
-
-    def _async_client(self) -> httpx.AsyncClient:
-        """One client per event loop (a pooled connection must not outlive its loop)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self._timeout, trust_env=False)
-            self._client_loop = loop
-        return self._client
-
-    def _sync_client(self) -> httpx.Client:
-        if self._sync is None:
-            self._sync = httpx.Client(timeout=httpx.Timeout(120.0, connect=5.0), trust_env=False)
-        return self._sync
+        return await apost_json(self._clients.async_client(), f"{self.base_url}{path}", body, retrier=self.retrier)
 
 
 def _next_token_logprobs(data: dict[str, Any]) -> dict[int, float]:

@@ -12,7 +12,6 @@ an exhausted quota, and on an endpoint that cannot be reached.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ from typing import Any
 import httpx
 
 from pytest_longctx.backends.base import Completion, Request
-from pytest_longctx.backends.http import apost_json, json_object, judge, post_json
+from pytest_longctx.backends.http import Clients, apost_json, json_object, judge, post_json
 from pytest_longctx.backends.retry import Retrier, RetryPolicy
 from pytest_longctx.errors import BackendError, FatalBackendError, UsageError
 
@@ -142,12 +141,9 @@ class OpenAIBackend:
         self._api_key = api_key if api_key is not None else os.environ.get(KEY_VAR)
         env = os.environ.get(TOKENIZE_ENV, "")
         self._tokenize = tokenize if tokenize is not None or env not in ("0", "1") else env == "1"
-        self._timeout = httpx.Timeout(timeout_s, connect=10.0)
+        self._clients = Clients(httpx.Timeout(timeout_s, connect=10.0), httpx.Timeout(60.0, connect=5.0))
         self.retrier = Retrier(f"openai/{model}", self.base_url, policy, seed=seed, max_concurrency=max_concurrency,
                                hint=f"; set {URL_VAR} to a running OpenAI-compatible server")
-        self._client: httpx.AsyncClient | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
-        self._sync: httpx.Client | None = None
         self._tiktoken: Any = None
 
     def __repr__(self) -> str:
@@ -169,7 +165,7 @@ class OpenAIBackend:
     async def complete(self, request: Request) -> Completion:
         body = build_chat_body(self.model, request)
         start = time.perf_counter()
-        data = await apost_json(self._async_client(), f"{self.base_url}/chat/completions", body,
+        data = await apost_json(self._clients.async_client(), f"{self.base_url}/chat/completions", body,
                                 retrier=self.retrier, headers=self._headers, key_hint=self._key_hint)
         completion = parse_chat_answer(data, request, f"openai/{self.model} at {self.base_url}")
         completion.latency_s = time.perf_counter() - start
@@ -185,7 +181,7 @@ class OpenAIBackend:
 
     def count_tokens(self, text: str) -> int:
         if self.server_tokenizes():
-            data = post_json(self._sync_client(), self.tokenize_url, _tokenize_body(self.model, text),
+            data = post_json(self._clients.blocking_client(), self.tokenize_url, _tokenize_body(self.model, text),
                              retrier=self.retrier, headers=self._headers, key_hint=self._key_hint)
             return _token_count(data)
         if self._tiktoken is None:
@@ -195,16 +191,11 @@ class OpenAIBackend:
         return int(self._tiktoken.count(text))
 
     async def aclose(self) -> None:
-        client, self._client = self._client, None
-        if client is not None and self._client_loop is asyncio.get_running_loop():
-            await client.aclose()
-        self.close_sync()
+        await self._clients.aclose()
 
     def close_sync(self) -> None:
         """Close the blocking client (token counting); :meth:`aclose` closes both."""
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        self._clients.close_blocking()
 
     def server_tokenizes(self) -> bool:
         """Whether tokens are counted by the server's ``/tokenize`` (probed once; an unreachable server raises)."""
@@ -217,7 +208,7 @@ class OpenAIBackend:
         no answer at all is a failure, never a silent switch of tokenizer."""
 
         def attempt() -> dict[str, Any] | None:
-            response = self._sync_client().post(self.tokenize_url, json=_tokenize_body(self.model, "probe"),
+            response = self._clients.blocking_client().post(self.tokenize_url, json=_tokenize_body(self.model, "probe"),
                                                 headers=self._headers)
             return None if response.status_code in _NO_TOKENIZE else json_object(response)
 
@@ -226,19 +217,6 @@ class OpenAIBackend:
             return data is not None and _token_count(data) > 0
         except (KeyError, TypeError, ValueError):
             return False
-
-    def _async_client(self) -> httpx.AsyncClient:
-        """One client per event loop (a pooled connection must not outlive its loop)."""
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            self._client = httpx.AsyncClient(timeout=self._timeout)
-            self._client_loop = loop
-        return self._client
-
-    def _sync_client(self) -> httpx.Client:
-        if self._sync is None:
-            self._sync = httpx.Client(timeout=httpx.Timeout(60.0, connect=5.0))
-        return self._sync
 
 
 def _tokenize_body(model: str, text: str) -> dict[str, Any]:
