@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold
+from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold, unique
 from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
-from pytest_longctx.results.decision import GateResult, unique
+from pytest_longctx.results.decision import GateResult
 from pytest_longctx.results.effective import effective_length
 from pytest_longctx.results.evidence import LengthAxis
 from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
