@@ -127,7 +127,7 @@ class PairedDiff:
     level: float = LEVEL
     #: The design effect a non-inferiority test assumes: at least the differences' own and the answers' own.
     null_deff: float = 1.0
-    #: The estimator's row (:class:`~pytest_longctx.results.robust.PairedRows`): the test the bounds invert.
+    #: The estimator's row (:class:`~pytest_longctx.results.paired_rows.PairedRows`): the test the bounds invert.
     rows: Any = field(default=None, repr=False, compare=False)
 
     def p_drop_over(self, margin: float) -> float:
@@ -144,13 +144,13 @@ class PairedDiff:
         not shown yet would share its items' fate as their answers do. A test with the observed variance passes
         a real drop far too often when items are few and repeat across cells: most samples of 20 questions hold
         none of the few that fall, and then show a small drop with a small variance (``sim_gate.py --shown``).
-        Monotone: the largest p of the records at least as good for this run (:func:`~.envelope.paired_p_under`).
+        Monotone: the largest p of the records at least as good for this run (:func:`~.paired_rows.paired_p_under`).
         """
         if self.pairs == 0:
             return 1.0
         import numpy as np
 
-        from pytest_longctx.results.envelope import p_under, paired_p_under
+        from pytest_longctx.results.paired_rows import p_under, paired_p_under
 
         own = float(p_under(np.array([float(self.regressed)]), np.array([float(self.improved)]), float(self.pairs),
                             np.array([self.null_deff]), np.array([self.df]), margin)[0])
@@ -183,13 +183,12 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
     """This run's accuracy minus the compared run's on the same items (``now[i]`` and ``before[i]`` are one pair)."""
     import numpy as np
 
-    from pytest_longctx.results.robust import Shape, paired_rows
+    from pytest_longctx.results.paired_rows import PairedRecord, paired_rows
+    from pytest_longctx.results.shape import Shape
 
     n = len(now)
     if n == 0:
         return PairedDiff(0, 0, 0, 0, 0.0, -1.0, 1.0, math.inf, 1.0, math.inf, 1.0, 0.0, level)
-    from pytest_longctx.results.envelope import PairedRecord
-
     d = [float(a) - float(b) for a, b in zip(now, before, strict=True)]
     regressed = sum(1 for x in d if x < 0)
     improved = sum(1 for x in d if x > 0)
