@@ -61,8 +61,7 @@ from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.eprocess import EPROCESS_SHARE, levels, simulate, split
-from pytest_longctx.results.paired_rows import paired_rows
-from pytest_longctx.results.robust import Shape
+from pytest_longctx.results.paired_rows import Shape, paired_rows
 from pytest_longctx.results.stats import holm, wilson
 
 RECIPE = ("lrt", "qa", "docs", "litm-*")

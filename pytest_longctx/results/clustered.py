@@ -183,8 +183,7 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
     """This run's accuracy minus the compared run's on the same items (``now[i]`` and ``before[i]`` are one pair)."""
     import numpy as np
 
-    from pytest_longctx.results.paired_rows import PairedRecord, paired_rows
-    from pytest_longctx.results.shape import Shape
+    from pytest_longctx.results.paired_rows import PairedRecord, Shape, paired_rows
 
     n = len(now)
     if n == 0:

@@ -27,7 +27,8 @@ from pytest_longctx.results.robust import (
     pooled_from,
     smoothed_deff,
 )
-from pytest_longctx.results.shape import Array, Shape, t_cdf, t_ppf
+from pytest_longctx.results.shape import Array, t_cdf, t_ppf
+from pytest_longctx.results.shape import Shape as Shape  # re-exported: the design the rows are built on
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,7 @@ def paired_p(item_drops: Any, per_item: int, regressed: Any, improved: Any, marg
     wrong -> right pairs."""
     import numpy as np
 
-    from pytest_longctx.results.paired_rows import paired_rows
-    from pytest_longctx.results.shape import Shape
+    from pytest_longctx.results.paired_rows import Shape, paired_rows
 
     x = np.asarray(item_drops, dtype=float)
     shape = Shape.of([per_item] * x.shape[1])
