@@ -26,9 +26,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_longctx.results.stats import t_cdf
+
+if TYPE_CHECKING:  # numpy and scipy load when an estimate is first made
+    from pytest_longctx.results.paired_rows import PairedRows
+    from pytest_longctx.results.robust import PooledRows
 
 LEVEL = 0.95
 
@@ -68,7 +72,7 @@ class Pooled:
     df: float
     level: float = LEVEL
     #: The estimator's row (:class:`~pytest_longctx.results.robust.PooledRows`): the test the bounds invert.
-    rows: Any = field(default=None, repr=False, compare=False)
+    rows: PooledRows | None = field(default=None, repr=False, compare=False)
 
     def p_below(self, value: float) -> float:
         """One-sided p-value of 'accuracy >= value' (small when the data show the accuracy is below it)."""
@@ -128,7 +132,7 @@ class PairedDiff:
     #: The design effect a non-inferiority test assumes: at least the differences' own and the answers' own.
     null_deff: float = 1.0
     #: The estimator's row (:class:`~pytest_longctx.results.paired_rows.PairedRows`): the test the bounds invert.
-    rows: Any = field(default=None, repr=False, compare=False)
+    rows: PairedRows | None = field(default=None, repr=False, compare=False)
 
     def p_drop_over(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
