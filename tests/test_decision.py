@@ -194,3 +194,21 @@ def test_a_summary_that_fails_costs_a_note_not_the_decision_table(monkeypatch: p
     assert lines[1] == "qa" and lines[2].startswith("  PASS  experiment=qa:max-drop=0: drop -1.000"), lines
     html = decision_html(candidate)
     assert '<th scope="row">qa</th>' in html and "experiment=qa:max-drop=0" in html
+
+
+@pytest.mark.parametrize("samples_all", [False, True])
+def test_longctx_gate_reads_from_a_record_what_the_run_handed_its_gate(tmp_path: Path, samples_all: bool) -> None:
+    """A run decides on ``Settings.gate``; ``longctx-gate`` rebuilds the same ``GateSettings`` from its record's
+    settings (and its own --compare / --compare-partial), field for field."""
+    from dataclasses import replace
+
+    from pytest_longctx.gate_command import _parser, _settings
+    from tests.report_data import settings_for
+
+    baseline = tmp_path / "baseline.json"
+    ran = replace(settings_for("fake/random", tmp_path, ("*:0.8", "experiment=qa:max-drop=0.05/shown@n=3"), baseline,
+                               samples=7, seed=11),
+                  alpha=0.1, effective_accuracy=0.7, protocol="source", samples_all=samples_all, compare_partial=True)
+    args = _parser().parse_args(["longctx.json", "--compare", str(baseline), "--compare-partial"])
+    assert _settings({"settings": ran.to_json()}, args) == ran.gate
+    assert _settings({"settings": replace(ran, seed=12).to_json()}, args) != ran.gate
