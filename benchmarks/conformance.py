@@ -4,7 +4,7 @@ Issue #38's benchmark. For each experiment's remote default design (built by the
 as ``sim_recipe.py`` does: lrt 20 cells x 20 files, qa's and docs' blocks, litm-qa's blocks with litm-kv's rows
 pooled by ``litm-*``) and a ``max-drop=0`` alarm, seeded runs with known truth are decided by
 
-* the **fixed** rule: the gate's one-sided clustered paired test (``robust.paired_rows``, what
+* the **fixed** rule: the gate's one-sided clustered paired test (``paired_rows.paired_rows``, what
   ``paired_difference`` computes) at alpha / m;
 * the **sequential** rule: ``results/eprocess.simulate`` fed as ``session/sequential_gate.py`` feeds it (an item once
   every trial of it has answered, in sample-group order, as its summed paired drop with its trial count), the
@@ -53,7 +53,7 @@ from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design as qa_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.eprocess import DEFAULT_DETECT, EPROCESS_SHARE, levels, simulate, split
-from pytest_longctx.results.robust import Shape, paired_rows
+from pytest_longctx.results.paired_rows import Shape, paired_rows
 from pytest_longctx.results.stats import wilson
 
 ALPHA = 0.05

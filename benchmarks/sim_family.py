@@ -43,8 +43,9 @@ from pytest_longctx.gate_spec import parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.compare import compare
 from pytest_longctx.results.gate import GateInputs, evaluate
+from pytest_longctx.results.paired_rows import PairedRows, paired_rows
 from pytest_longctx.results.power import Assumptions, Design, concentrated, detectable_drop
-from pytest_longctx.results.robust import PairedRows, PooledRows, Shape, paired_rows, pooled_rows, working_rho
+from pytest_longctx.results.robust import PooledRows, Shape, pooled_rows, working_rho
 from pytest_longctx.results.stats import wilson
 
 SIGMA_ITEM, SIGMA_PROMPT, SIGMA_MODEL = 1.2, 0.3, 0.6

@@ -41,6 +41,7 @@ from pytest_longctx.gate_spec import DEFAULT_EFFECTIVE_ACCURACY as DEFAULT_THRES
 from pytest_longctx.results import robust
 from pytest_longctx.results.clustered import paired_difference
 from pytest_longctx.results.effective import EffectiveLength, Level, _longest, level_rows
+from pytest_longctx.results.paired_rows import paired_rows
 from pytest_longctx.results.robust import Shape, pooled_rows
 from pytest_longctx.results.stats import wilson
 
@@ -177,7 +178,7 @@ def level_table(runs: int, seed: int) -> None:
             diff = before.astype(float) - after
             summed = np.stack([np.bincount(d.item, weights=row, minlength=d.items) for row in diff])
             shape = Shape.of(np.bincount(d.item, minlength=d.items))
-            rows = robust.paired_rows(-summed, (diff > 0).sum(1).astype(float), (diff < 0).sum(1).astype(float),
+            rows = paired_rows(-summed, (diff > 0).sum(1).astype(float), (diff < 0).sum(1).astype(float),
                                       shape)
             out = []
             for correction in (0.0, robust.CONTINUITY):

@@ -12,7 +12,7 @@ count (``session/sequential_gate.py``), and the plugin's own rule decides (``res
 looks of the run's sample groups): the e-process at ``EPROCESS_SHARE`` (0.15) of the alarm's level at every look,
 clearing at 0.10 / 4 (held back while the fixed test on the items fed fails at the final look's level), and for
 an alarm still open at the end of the design the final fixed-design look at the rest of its level with the fixed
-gate's own one-sided p (``results/robust.paired_rows``, what ``paired_difference`` computes, over every run). The
+gate's own one-sided p (``results/paired_rows.paired_rows``, what ``paired_difference`` computes, over every run). The
 fixed design answers everything and decides the four alarms with the same p's and Holm, as ``evaluate`` does.
 Costs, per run:
 
@@ -61,7 +61,7 @@ from pytest_longctx.experiments.litm.plan import QA_POSITIONS
 from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.eprocess import EPROCESS_SHARE, levels, simulate, split
-from pytest_longctx.results.robust import Shape, paired_rows
+from pytest_longctx.results.paired_rows import Shape, paired_rows
 from pytest_longctx.results.stats import holm, wilson
 
 RECIPE = ("lrt", "qa", "docs", "litm-*")

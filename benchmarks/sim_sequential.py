@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sim_gate import DESIGNS, RECIPE, Alarms, Layout, draw_pair
 
 from pytest_longctx.results.eprocess import EPROCESS_SHARE, levels, simulate, split
-from pytest_longctx.results.robust import Shape, paired_rows
+from pytest_longctx.results.paired_rows import Shape, paired_rows
 from pytest_longctx.results.stats import holm, wilson
 
 #: Dollars a request at list prices (issue #30's plan: qa $134 / 2,360, lrt $64 / 400, litm $57 / 4,680, docs rest)

@@ -15,30 +15,21 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from pytest_longctx.errors import UsageError
+from pytest_longctx.gate_spec import (
+    DEFAULT_ALPHA,
+    DEFAULT_EFFECTIVE_ACCURACY,
+    GateSettings,
+    parse_alpha,
+    parse_threshold,
+    unique,
+)
 
 USAGE_EXIT = 4
 PROG = "longctx-gate"
-
-
-@dataclass(frozen=True)
-class RecordSettings:
-    """The settings :func:`~pytest_longctx.results.decide.decide` reads, from a record and this command's options."""
-
-    thresholds: tuple[Any, ...]
-    alpha: float
-    compare: Path | None
-    compare_partial: bool
-    effective_accuracy: float
-    seed: int
-    samples: int
-    samples_all: bool
-    protocol: str
-    plan: bool = False
 
 
 class _Parser(argparse.ArgumentParser):
@@ -61,22 +52,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _settings(record: dict[str, Any], args: argparse.Namespace) -> RecordSettings:
-    from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, parse_alpha, parse_threshold
-    from pytest_longctx.results.decision import unique
-
+def _settings(record: dict[str, Any], args: argparse.Namespace) -> GateSettings:
+    """What the gate reads: the record's settings, this command's options over them."""
     ran = record.get("settings") or {}
     texts = args.threshold if args.threshold is not None else list(ran.get("thresholds") or [])
     thresholds = unique(parse_threshold(str(t), flag="--threshold") for t in texts)
     alpha = parse_alpha(str(args.alpha), flag="--alpha") if args.alpha is not None else float(
         ran.get("alpha", DEFAULT_ALPHA))
-    return RecordSettings(thresholds, alpha, Path(args.compare) if args.compare else None, args.compare_partial,
-                          float(ran.get("effective_accuracy", DEFAULT_EFFECTIVE_ACCURACY)), int(ran.get("seed", 0)),
-                          int(ran.get("samples", 0)), bool(ran.get("samples_all", False)),
-                          str(ran.get("protocol", "longctx")))
+    return GateSettings(thresholds, alpha, Path(args.compare) if args.compare else None, args.compare_partial,
+                        float(ran.get("effective_accuracy", DEFAULT_EFFECTIVE_ACCURACY)), int(ran.get("seed", 0)),
+                        int(ran.get("samples", 0)), bool(ran.get("samples_all", False)),
+                        str(ran.get("protocol", "longctx")))
 
 
-def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any], RecordSettings, dict[str, Any] | None]:
+def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any], GateSettings, dict[str, Any] | None]:
     """Read and check both records and the options; UsageError (one line) on the first problem."""
     from pytest_longctx.results.baseline import baseline_problems, refusal
     from pytest_longctx.results.schema import load_record
@@ -107,7 +96,7 @@ def _prepare(args: argparse.Namespace) -> tuple[dict[str, Any], RecordSettings, 
     return record, settings, baseline
 
 
-def _check_sequential(record: dict[str, Any], settings: RecordSettings, path: Path) -> None:
+def _check_sequential(record: dict[str, Any], settings: GateSettings, path: Path) -> None:
     """A sequential run's record is decided by its own alarms at its own alpha; a run that stopped early (or skipped
     trials once alarms settled) answered a sample no fixed test may decide: other thresholds are refused."""
     section = record.get("sequential")

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pytest_longctx.errors import UsageError
@@ -84,6 +85,32 @@ class Threshold:
             if not fnmatch.fnmatchcase(actual, pattern):
                 return False
         return True
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """What the gate reads of a run's settings (``results/decide.py``): a run's ``Settings.gate``, or the settings
+    ``longctx-gate`` reads from a record and its own options."""
+
+    thresholds: tuple[Threshold, ...]
+    alpha: float = DEFAULT_ALPHA
+    compare: Path | None = None
+    compare_partial: bool = False
+    effective_accuracy: float = DEFAULT_EFFECTIVE_ACCURACY
+    seed: int = 0
+    samples: int = 0
+    samples_all: bool = False
+    protocol: str = "longctx"
+    plan: bool = False
+
+
+def unique(thresholds: Iterable[Threshold]) -> tuple[Threshold, ...]:
+    """Thresholds without repeats: the same check spelled twice (same canonical form) is one alarm, the first
+    spelling kept (Holm, the sequential gate and the plan count it once)."""
+    seen: dict[str, Threshold] = {}
+    for t in thresholds:
+        seen.setdefault(t.canonical(), t)
+    return tuple(seen.values())
 
 
 def parse_threshold(text: str, *, flag: str = "--longctx-threshold") -> Threshold:

@@ -6,12 +6,12 @@ only defines them, so the request path and the reports can read them without rea
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from pytest_longctx.backends import Price
 from pytest_longctx.backends.model_spec import ModelSpec
-from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold
+from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, GateSettings, Threshold
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,11 @@ class Settings:
         """``spec``'s price: an override, else its profile's (genai-prices; free for models that run here); None:
         price unknown."""
         return next((p for p in self.prices if p.model == spec.spec), None) or spec.profile.price
+
+    @property
+    def gate(self) -> GateSettings:
+        """What the gate reads of these settings: the fields of :class:`~pytest_longctx.gate_spec.GateSettings`."""
+        return GateSettings(**{f.name: getattr(self, f.name) for f in fields(GateSettings)})
 
     def to_json(self) -> dict[str, object]:
         """The settings as the run record keeps them (``settings`` in longctx.json)."""

@@ -192,7 +192,7 @@ def make_record(tmp: Path, *, model: str = "anthropic/claude-haiku-4-5", quality
     state = SimpleNamespace(aggregator=agg, started=1_760_000_000.0, stop_reason=stopped)
     declared = builtin_evidence()
     record = build_record(settings, state, 1_760_000_312.5, 1, declared)
-    decide(record, settings, declared, json.loads(json.dumps(baseline)) if baseline else None, [])
+    decide(record, settings.gate, declared, json.loads(json.dumps(baseline)) if baseline else None, [])
     return json.loads(json.dumps(record))  # exactly what longctx.json would hold
 
 

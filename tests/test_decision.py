@@ -156,14 +156,14 @@ def test_every_shape_of_record_gives_a_decision_table(shape: str) -> None:
     from pytest_longctx.gate_spec import parse_threshold
     from pytest_longctx.reporting.decision import terminal_lines
     from pytest_longctx.reporting.decision_table import decision_html
-    from tests.test_decision_properties import DECLARED, Settings, record
+    from tests.test_decision_properties import DECLARED, gate_settings, record
 
     pair = _shape(shape)
     candidate, notes = record(pair, 1), []
     ts = ("*:max-drop=0", "*:min=0.5/shown", "*:max-drop=0/each")
     from pytest_longctx.results.decide import decide
 
-    result = decide(candidate, Settings(tuple(parse_threshold(t) for t in ts)), DECLARED, record(pair, 0), notes)
+    result = decide(candidate, gate_settings(tuple(parse_threshold(t) for t in ts)), DECLARED, record(pair, 0), notes)
     assert not [n for n in notes if "could not" in n], notes
     lines = [text for _, text in terminal_lines(candidate)]
     assert f"exit code {result.exit_code}" in lines[0] and result.exit_code == (1 if result.errored else
@@ -179,7 +179,7 @@ def test_a_summary_that_fails_costs_a_note_not_the_decision_table(monkeypatch: p
     from pytest_longctx.reporting.decision import terminal_lines
     from pytest_longctx.reporting.decision_table import decision_html
     from pytest_longctx.results.decide import decide
-    from tests.test_decision_properties import DECLARED, Settings, record
+    from tests.test_decision_properties import DECLARED, gate_settings, record
 
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ZeroDivisionError("float division by zero")
@@ -187,10 +187,28 @@ def test_a_summary_that_fails_costs_a_note_not_the_decision_table(monkeypatch: p
     monkeypatch.setattr(pytest_longctx.results.overview, "overview", broken)
     pair = _shape("a compared run at 0%")
     candidate, notes = record(pair, 1), []
-    decide(candidate, Settings((parse_threshold("experiment=qa:max-drop=0"),)), DECLARED, record(pair, 0), notes)
+    decide(candidate, gate_settings((parse_threshold("experiment=qa:max-drop=0"),)), DECLARED, record(pair, 0), notes)
     assert notes == ["could not compute the per-experiment summary: ZeroDivisionError: float division by zero"]
     assert "experiments" not in candidate
     lines = [text for _, text in terminal_lines(candidate)]
     assert lines[1] == "qa" and lines[2].startswith("  PASS  experiment=qa:max-drop=0: drop -1.000"), lines
     html = decision_html(candidate)
     assert '<th scope="row">qa</th>' in html and "experiment=qa:max-drop=0" in html
+
+
+@pytest.mark.parametrize("samples_all", [False, True])
+def test_longctx_gate_reads_from_a_record_what_the_run_handed_its_gate(tmp_path: Path, samples_all: bool) -> None:
+    """A run decides on ``Settings.gate``; ``longctx-gate`` rebuilds the same ``GateSettings`` from its record's
+    settings (and its own --compare / --compare-partial), field for field."""
+    from dataclasses import replace
+
+    from pytest_longctx.gate_command import _parser, _settings
+    from tests.report_data import settings_for
+
+    baseline = tmp_path / "baseline.json"
+    ran = replace(settings_for("fake/random", tmp_path, ("*:0.8", "experiment=qa:max-drop=0.05/shown@n=3"), baseline,
+                               samples=7, seed=11),
+                  alpha=0.1, effective_accuracy=0.7, protocol="source", samples_all=samples_all, compare_partial=True)
+    args = _parser().parse_args(["longctx.json", "--compare", str(baseline), "--compare-partial"])
+    assert _settings({"settings": ran.to_json()}, args) == ran.gate
+    assert _settings({"settings": replace(ran, seed=12).to_json()}, args) != ran.gate

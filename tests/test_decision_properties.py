@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from pytest_longctx.errors import UsageError
 from pytest_longctx.gate_command import main
-from pytest_longctx.gate_spec import Threshold, parse_threshold
+from pytest_longctx.gate_spec import GateSettings, Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
 from pytest_longctx.results.decision import GateResult
@@ -91,24 +91,15 @@ def record(pair: Pair, side: int, names: Any = None, order: random.Random | None
                          "thresholds": [], "model": "fake/x"}}
 
 
-@dataclass(frozen=True)
-class Settings:
-    thresholds: tuple[Threshold, ...]
-    alpha: float = 0.05
-    compare: Path | None = Path("baseline.json")
-    compare_partial: bool = False
-    effective_accuracy: float = 0.85
-    seed: int = 0
-    samples: int = 8
-    samples_all: bool = False
-    protocol: str = "longctx"
-    plan: bool = False
+def gate_settings(thresholds: tuple[Threshold, ...]) -> GateSettings:
+    """What the gate reads of the candidate's run: its thresholds against baseline.json, 8 samples a cell."""
+    return GateSettings(thresholds, compare=Path("baseline.json"), samples=8)
 
 
 def decided(pair: Pair, thresholds: list[str], declared: dict[str, Evidence] = DECLARED, **kw: Any) -> GateResult:
     """The run's decision on the candidate of ``pair`` against its baseline."""
     ts = tuple(parse_threshold(t) for t in thresholds)
-    return decide(record(pair, 1, **kw), Settings(ts), declared, record(pair, 0, **kw), [])
+    return decide(record(pair, 1, **kw), gate_settings(ts), declared, record(pair, 0, **kw), [])
 
 
 def summary(result: GateResult) -> tuple[Any, ...]:

@@ -22,8 +22,7 @@ from pytest_longctx.experiments.litm.plugin import pytest_longctx_evidence as li
 from pytest_longctx.experiments.lrt.plugin import pytest_longctx_evidence as lrt_evidence
 from pytest_longctx.experiments.needle.plugin import pytest_longctx_evidence as needle_evidence
 from pytest_longctx.experiments.qa.plugin import pytest_longctx_evidence as qa_evidence
-from pytest_longctx.gate_command import RecordSettings
-from pytest_longctx.gate_spec import Threshold, parse_threshold
+from pytest_longctx.gate_spec import GateSettings, Threshold, parse_threshold
 from pytest_longctx.results.aggregate import Aggregator
 from pytest_longctx.results.decide import decide
 from pytest_longctx.results.evidence import assign_clusters, by_experiment
@@ -83,10 +82,10 @@ def evidence() -> dict[str, Any]:
                           *needle_evidence()])
 
 
-def settings(threshold: Threshold) -> RecordSettings:
+def settings(threshold: Threshold) -> GateSettings:
     """The settings ``decide`` reads, as ``longctx-gate`` builds them: one threshold against baseline.json."""
-    return RecordSettings((threshold,), alpha=0.05, compare=Path("baseline.json"), compare_partial=False,
-                          effective_accuracy=0.85, seed=0, samples=ITEMS, samples_all=False, protocol="longctx")
+    return GateSettings((threshold,), alpha=0.05, compare=Path("baseline.json"), compare_partial=False,
+                        effective_accuracy=0.85, seed=0, samples=ITEMS, samples_all=False, protocol="longctx")
 
 
 def test_the_docs_show_thresholds_of_every_kind() -> None:

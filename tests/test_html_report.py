@@ -381,7 +381,7 @@ def _record_from(agg: Aggregator, tmp: Path) -> dict[str, Any]:
     settings = data.settings_for("fake/random", tmp)
     record = build_record(settings, SimpleNamespace(aggregator=agg, started=1_760_000_000.0, stop_reason=None),
                           1_760_000_010.0, 1)
-    decide(record, settings, {}, None, [])
+    decide(record, settings.gate, {}, None, [])
     return dict(json.loads(json.dumps(record)))
 
 

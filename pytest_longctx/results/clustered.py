@@ -26,9 +26,13 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pytest_longctx.results.stats import t_cdf
+
+if TYPE_CHECKING:  # numpy and scipy load when an estimate is first made
+    from pytest_longctx.results.paired_rows import PairedRows
+    from pytest_longctx.results.robust import PooledRows
 
 LEVEL = 0.95
 
@@ -68,7 +72,7 @@ class Pooled:
     df: float
     level: float = LEVEL
     #: The estimator's row (:class:`~pytest_longctx.results.robust.PooledRows`): the test the bounds invert.
-    rows: Any = field(default=None, repr=False, compare=False)
+    rows: PooledRows | None = field(default=None, repr=False, compare=False)
 
     def p_below(self, value: float) -> float:
         """One-sided p-value of 'accuracy >= value' (small when the data show the accuracy is below it)."""
@@ -127,8 +131,8 @@ class PairedDiff:
     level: float = LEVEL
     #: The design effect a non-inferiority test assumes: at least the differences' own and the answers' own.
     null_deff: float = 1.0
-    #: The estimator's row (:class:`~pytest_longctx.results.robust.PairedRows`): the test the bounds invert.
-    rows: Any = field(default=None, repr=False, compare=False)
+    #: The estimator's row (:class:`~pytest_longctx.results.paired_rows.PairedRows`): the test the bounds invert.
+    rows: PairedRows | None = field(default=None, repr=False, compare=False)
 
     def p_drop_over(self, margin: float) -> float:
         """One-sided p-value of 'the drop is at most ``margin``' (small when the data show a larger drop)."""
@@ -144,13 +148,13 @@ class PairedDiff:
         not shown yet would share its items' fate as their answers do. A test with the observed variance passes
         a real drop far too often when items are few and repeat across cells: most samples of 20 questions hold
         none of the few that fall, and then show a small drop with a small variance (``sim_gate.py --shown``).
-        Monotone: the largest p of the records at least as good for this run (:func:`~.envelope.paired_p_under`).
+        Monotone: the largest p of the records at least as good for this run (:func:`~.paired_rows.paired_p_under`).
         """
         if self.pairs == 0:
             return 1.0
         import numpy as np
 
-        from pytest_longctx.results.envelope import p_under, paired_p_under
+        from pytest_longctx.results.paired_rows import p_under, paired_p_under
 
         own = float(p_under(np.array([float(self.regressed)]), np.array([float(self.improved)]), float(self.pairs),
                             np.array([self.null_deff]), np.array([self.df]), margin)[0])
@@ -183,13 +187,11 @@ def paired_difference(now: Sequence[bool], before: Sequence[bool], clusters: Seq
     """This run's accuracy minus the compared run's on the same items (``now[i]`` and ``before[i]`` are one pair)."""
     import numpy as np
 
-    from pytest_longctx.results.robust import Shape, paired_rows
+    from pytest_longctx.results.paired_rows import PairedRecord, Shape, paired_rows
 
     n = len(now)
     if n == 0:
         return PairedDiff(0, 0, 0, 0, 0.0, -1.0, 1.0, math.inf, 1.0, math.inf, 1.0, 0.0, level)
-    from pytest_longctx.results.envelope import PairedRecord
-
     d = [float(a) - float(b) for a, b in zip(now, before, strict=True)]
     regressed = sum(1 for x in d if x < 0)
     improved = sum(1 for x in d if x > 0)

@@ -8,11 +8,10 @@ section and the exit code come from. No pytest here: the command decides exactly
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gate_spec import Threshold
+from pytest_longctx.gate_spec import GateSettings
 from pytest_longctx.results.baseline import baseline_problems, partial_note, refusal
 from pytest_longctx.results.compare import Comparison, compare
 from pytest_longctx.results.decision import GateResult, errored_trials, refused, with_sequential
@@ -22,32 +21,7 @@ from pytest_longctx.results.pairing import cluster_disagreement
 from pytest_longctx.results.schema import load_record
 
 
-class DecideSettings(Protocol):
-    """What :func:`decide` reads of the settings: a run's ``Settings``, or ``longctx-gate``'s from a record."""
-
-    @property
-    def plan(self) -> bool: ...
-    @property
-    def thresholds(self) -> tuple[Threshold, ...]: ...
-    @property
-    def alpha(self) -> float: ...
-    @property
-    def compare(self) -> Path | None: ...
-    @property
-    def compare_partial(self) -> bool: ...
-    @property
-    def effective_accuracy(self) -> float: ...
-    @property
-    def seed(self) -> int: ...
-    @property
-    def samples(self) -> int: ...
-    @property
-    def samples_all(self) -> bool: ...
-    @property
-    def protocol(self) -> str: ...
-
-
-def decide(record: dict[str, Any], settings: DecideSettings, declared: dict[str, Evidence],
+def decide(record: dict[str, Any], settings: GateSettings, declared: dict[str, Evidence],
            baseline: dict[str, Any] | None, notes: list[str],
            sequential: Mapping[str, Any] | None = None) -> GateResult:
     """Compare a built record with the compared run, gate it and summarize each experiment, in place; return the
@@ -68,7 +42,7 @@ def decide(record: dict[str, Any], settings: DecideSettings, declared: dict[str,
     return result
 
 
-def _summarize(record: dict[str, Any], settings: DecideSettings, declared: dict[str, Evidence],
+def _summarize(record: dict[str, Any], settings: GateSettings, declared: dict[str, Evidence],
                comparison: Comparison | None) -> None:
     """Pooled accuracy, effective length and detectable drop per experiment (and the compared run's lengths)."""
     from pytest_longctx.results.overview import effective_lengths, overview
@@ -88,12 +62,12 @@ def _summarize(record: dict[str, Any], settings: DecideSettings, declared: dict[
             trials, comparison.baseline.get("trials", []), declared, settings.effective_accuracy, settings.seed)
 
 
-def _error(reason: str, settings: DecideSettings, errored: int, stopped: str | None) -> GateResult:
+def _error(reason: str, settings: GateSettings, errored: int, stopped: str | None) -> GateResult:
     texts = tuple(t.text for t in settings.thresholds)
     return GateResult(errors=(reason,), thresholds=texts, alpha=settings.alpha, errored=errored, stopped=stopped)
 
 
-def _compare_and_gate(record: dict[str, Any], settings: DecideSettings, baseline: dict[str, Any] | None,
+def _compare_and_gate(record: dict[str, Any], settings: GateSettings, baseline: dict[str, Any] | None,
                       notes: list[str], declared: dict[str, Evidence]
                       ) -> tuple[Comparison | None, dict[str, Any] | None, GateResult]:
     """The comparison (with a compared run) and the gate; whatever fails is a gate error, never a pass."""

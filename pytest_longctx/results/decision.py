@@ -15,11 +15,12 @@ internal error...) comes first: codes are never ORed together.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_longctx.gate_spec import DEFAULT_ALPHA
+from pytest_longctx.gate_spec import unique as unique  # re-exported: it moved to the threshold grammar
 from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
 
 EXIT_OK, EXIT_ERRORS, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2, 4
@@ -129,15 +130,6 @@ def record_exit_code(record: Mapping[str, Any]) -> int:
 def refused(reason: str, thresholds: Sequence[str], alpha: float) -> GateResult:
     """A record refused as a whole (one line): exit 4."""
     return GateResult(errors=(reason,), thresholds=tuple(thresholds), alpha=alpha, refused=reason)
-
-
-def unique(thresholds: Iterable[Any]) -> tuple[Any, ...]:
-    """Thresholds without repeats: the same check spelled twice (same canonical form) is one alarm, the first
-    spelling kept (Holm counts it once)."""
-    seen: dict[str, Any] = {}
-    for t in thresholds:
-        seen.setdefault(t.canonical(), t)
-    return tuple(seen.values())
 
 
 def with_sequential(result: GateResult, section: Mapping[str, Any], *, source: str = "run") -> GateResult:

@@ -201,7 +201,7 @@ class AlarmSequence:
             return None
         import numpy as np
 
-        from pytest_longctx.results.robust import Shape, paired_rows
+        from pytest_longctx.results.paired_rows import Shape, paired_rows
 
         sums = np.array([[-d for d, _, _, _ in self._items]], dtype=float)
         regressed = np.array([sum(r for _, _, r, _ in self._items)], dtype=float)
@@ -374,7 +374,7 @@ def _held_back(x: Any, k: Any, counts: Any, margin: float, level: float, looks: 
     in look order, until the run fires or a clear holds (the runs at one look tested together)."""
     import numpy as np
 
-    from pytest_longctx.results.robust import Shape, paired_rows
+    from pytest_longctx.results.paired_rows import Shape, paired_rows
 
     regressed, improved = (np.asarray(v, dtype=float) for v in counts)
     out = clears.copy()

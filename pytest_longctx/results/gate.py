@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold
+from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, Threshold, unique
 from pytest_longctx.results.aggregate import CellKeys
 from pytest_longctx.results.clustered import PairedDiff, Pooled, pooled_accuracy
 from pytest_longctx.results.compare import Comparison, cell_in
-from pytest_longctx.results.decision import GateResult, unique
+from pytest_longctx.results.decision import GateResult
 from pytest_longctx.results.effective import effective_length
 from pytest_longctx.results.evidence import LengthAxis
 from pytest_longctx.results.stats import holm, mcnemar_drop, t_quantile
@@ -147,6 +147,22 @@ def _too_few(threshold: Threshold, clusters: int, unit: str, out: dict[str, Any]
             "words": f"{clusters} {plural(unit, clusters)} (independent items) < {need}: nothing to decide on"}
 
 
+def _point(out: dict[str, Any], said: str, ok: bool, relation: tuple[str, str], value: str) -> dict[str, Any]:
+    """The ``point`` reading's verdict: the bare estimate against the value (``relation``: as it reads on a pass,
+    on a fail), no statistics."""
+    return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {relation[not ok]} {value} (point)"}
+
+
+def _alarm(out: dict[str, Any], p: float, said: str, claim: str,
+           bound: Callable[[float], str] | None = None) -> dict[str, Any]:
+    """An ``alarm`` reading's check, decided with the gate's other alarms (:func:`_correct_alarms`): its one-sided
+    p, what it says and claims, and (``bound``) the bound its p inverts at a level."""
+    out.update(p=p, _said=said, _claim=claim)
+    if bound is not None:
+        out["_bound"] = bound
+    return out
+
+
 def _needs(clusters: int, factor: float, inputs: GateInputs, out: dict[str, Any]) -> str:
     """How many more independent items (and samples a cell) would show it, if the estimate stays where it is."""
     if not math.isfinite(factor) or factor <= 0:
@@ -169,8 +185,7 @@ def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInpu
     said = (f"pooled accuracy {pooled.accuracy:.3f} over {where}, "
             f"{pooled.clusters:,} {plural(unit, pooled.clusters)}")
     if threshold.reading == "point":
-        ok = pooled.accuracy >= a
-        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {a:g} (point)"}
+        return _point(out, said, pooled.accuracy >= a, (">=", "<"), f"{a:g}")
     if threshold.reading == "shown":
         low, _ = pooled.bounds(alpha)
         if low >= a:
@@ -181,11 +196,8 @@ def _judge_min(threshold: Threshold, pooled: Pooled, unit: str, inputs: GateInpu
             need_eff = (t_quantile(1 - alpha, pooled.df) ** 2) * var / (pooled.accuracy - a) ** 2
             needs = _needs(pooled.clusters, need_eff / max(pooled.n_eff, 1e-9), inputs, out)
         return {**out, "verdict": "fail", "words": f"{said}: not shown at least {a:g} (lower bound {low:.3f}){needs}"}
-    out["p"] = pooled.p_below(a)
-    out["_said"] = said
-    out["_claim"] = f"below {a:g}"
-    out["_bound"] = lambda level: f"upper bound {pooled.bounds(level)[1]:.3f}"  # what p_below inverts
-    return out
+    return _alarm(out, pooled.p_below(a), said, f"below {a:g}",
+                  lambda level: f"upper bound {pooled.bounds(level)[1]:.3f}")  # what p_below inverts
 
 
 def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateInputs,
@@ -198,8 +210,7 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
     said = (f"drop {drop:+.3f} over {diff.pairs:,} paired trials, {diff.clusters:,} "
             f"{plural(unit, diff.clusters)}")
     if threshold.reading == "point":
-        ok = drop <= x + 1e-12
-        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'<=' if ok else '>'} {x:g} (point)"}
+        return _point(out, said, drop <= x + 1e-12, ("<=", ">"), f"{x:g}")
     if threshold.reading == "shown":
         upper = diff.drop_upper(alpha)
         if diff.p_drop_under(x) < alpha:
@@ -209,11 +220,8 @@ def _judge_drop(threshold: Threshold, diff: PairedDiff, unit: str, inputs: GateI
             needs = _needs(diff.clusters, ((upper - drop) / (x - drop)) ** 2, inputs, out)
         return {**out, "verdict": "fail",
                 "words": f"{said}: not shown below {x:g} (upper bound {upper:+.3f}){needs}"}
-    out["p"] = diff.p_drop_over(x)
-    out["_said"] = said
-    out["_claim"] = f"larger than {x:g}"
-    out["_bound"] = lambda level: f"lower bound of the drop {diff.drop_lower(level):+.3f}"  # what p_drop_over inverts
-    return out
+    return _alarm(out, diff.p_drop_over(x), said, f"larger than {x:g}",
+                  lambda level: f"lower bound of the drop {diff.drop_lower(level):+.3f}")  # what p_drop_over inverts
 
 
 def _effective(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs,
@@ -238,17 +246,13 @@ def _effective(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs
     said = (f"effective length {found.tokens:,} tokens [{low:,}, {high:,}] at accuracy >= {found.threshold}"
             f"{longest}")
     if threshold.reading == "point":
-        ok = found.tokens >= t
-        return {**out, "verdict": "pass" if ok else "fail", "words": f"{said} {'>=' if ok else '<'} {t:,.0f} (point)"}
+        return _point(out, said, found.tokens >= t, (">=", "<"), f"{t:,.0f}")
     if threshold.reading == "shown":
         bound = found.shown(inputs.alpha)
         ok = bound >= t
         return {**out, "verdict": "pass" if ok else "fail",
                 "words": f"{said}: {'shown' if ok else 'not shown'} at least {t:,.0f} (lower bound {bound:,})"}
-    out["p"] = found.p_below(t)
-    out["_said"] = said
-    out["_claim"] = f"below {t:,.0f} tokens"
-    return out
+    return _alarm(out, found.p_below(t), said, f"below {t:,.0f} tokens")
 
 
 def _each(threshold: Threshold, matched: Sequence[Cell], inputs: GateInputs, out: dict[str, Any]) -> dict[str, Any]:

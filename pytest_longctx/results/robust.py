@@ -1,7 +1,8 @@
 """Cluster-robust estimates of a mean over clusters of unequal size, as arrays (one row per sample of a batch).
 
 The scalar estimators in :mod:`pytest_longctx.results.clustered` call these with a batch of one; the seeded
-simulation (``benchmarks/sim_family.py``) calls them with a thousand rows at once. Three pieces:
+simulation (``benchmarks/sim_family.py``) calls them with a thousand rows at once; the paired difference's rows,
+built on the same pieces, are :mod:`~pytest_longctx.results.paired_rows`'s. Three pieces:
 
 * **CR2** (Bell & McCaffrey 2002): the bias-reduced cluster-robust variance. For a mean (an intercept-only
   least-squares fit, one row per trial) the adjustment matrix of cluster g is ``(I - H_gg)^(-1/2)`` with
@@ -265,116 +266,3 @@ def pooled_from(k: Array, variance: Array, shape: Shape, sums: Array | None = No
     deff = np.maximum(measured, floor)
     df = design_df(deff, shape)
     return PooledRows(k, p, deff, shape.n / deff, df, shape.n, measured - 1.0, floor, shape.m, sums, shape)
-
-
-@dataclass(frozen=True)
-class PairedRows:
-    """Paired difference per row: Agresti-Min's centre and standard error on effective counts, and the test of
-    'difference = d0' that both its bounds and the alarm use.
-
-    The test's variance is the estimate's plus what the CR2 variance gains when the residuals are taken at ``d0``
-    instead of at the estimate (the null imposed, as in a wild cluster bootstrap with the null imposed):
-    ``((c - d0)^2 sum_g n_g^2 / (1 - h_g) + 2 (c - d0) sum_g r_g n_g / (1 - h_g)) / N^2``. It keeps the alarm
-    at its level between two different models of equal accuracy when few items carry the weight (a plain t-test
-    fired 6-7% there; ``benchmarks/sim_family.py``), and a test with fewer effective items than its critical value
-    squared never rejects: such a run cannot show a drop. The centre's distance from ``d0`` is shortened by half an
-    effective discordant pair (:data:`CONTINUITY`), McNemar's continuity correction: the alarm holds its level where
-    discordant pairs are few.
-    """
-
-    regressed: Array
-    improved: Array
-    diff: Array
-    centre: Array
-    se: Array
-    deff: Array
-    df: Array
-    size_term: Array | float = 0.0  # sum n_g^2 / (1 - h_g) / N^2
-    cross_term: Array | float = 0.0  # sum r_g n_g / (1 - h_g) / N^2
-    #: the continuity correction: :data:`CONTINUITY` effective discordant pairs, on the difference's scale
-    correction: Array | float = 0.0
-    #: the record the rows come from (one row), for the monotone envelope (:mod:`~.envelope`)
-    record: Any = None
-
-    def statistic(self, d0: Array) -> Array:
-        raw = self.centre - d0
-        delta = np.sign(raw) * np.maximum(np.abs(raw) - self.correction, 0.0)
-        extra = NULL_SHARE * np.maximum(delta * delta * self.size_term + 2 * delta * self.cross_term, 0.0)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(delta / np.sqrt(self.se * self.se + extra))
-
-    def p_drop_over(self, margin: float) -> Array:
-        """One-sided p of 'the drop is at most ``margin``' (small when the data show a larger drop); with a record,
-        the largest over the records at most as good for this run (:func:`~.envelope.paired_p_over`)."""
-        from pytest_longctx.results.envelope import paired_p_over
-
-        return paired_p_over(self, margin)
-
-    def like(self, reg: Array, imp: Array, variance: Array, cross: Array, shape: Shape) -> PairedRows:
-        """Rows of other counts on the same design (the envelope's records)."""
-        return paired_from(reg, imp, variance, cross, shape)
-
-    def pooled_deff(self, k: Array, variance: Array, shape: Shape) -> Array:
-        """The design effect of one run's answers, ``k`` right per row at ``variance`` (the envelope's null)."""
-        return pooled_from(k, variance, shape).deff
-
-    def own_p_over(self, margin: float) -> Array:
-        return t_cdf(self.statistic(np.full_like(self.centre, -margin)), self.df)
-
-    def _edge(self, crit: Array, upper: bool) -> Array:
-        """The difference the test rejects exactly at, above the centre (``upper``) or below it."""
-        inside, outside = self.centre.copy(), np.full_like(self.centre, 1.0 if upper else -1.0)
-        for _ in range(52):
-            mid = (inside + outside) / 2
-            z = self.statistic(mid)
-            out = z < -crit if upper else z > crit
-            inside, outside = np.where(out, inside, mid), np.where(out, mid, outside)
-        reached = (self.statistic(np.full_like(self.centre, 1.0 if upper else -1.0)) < -crit) if upper else (
-            self.statistic(np.full_like(self.centre, -1.0)) > crit)
-        return np.asarray(np.where(reached, outside, 1.0 if upper else -1.0))
-
-    def interval(self, level: float) -> tuple[Array, Array]:
-        """The two-sided ``level`` interval (with a record: monotone, see :func:`~.envelope.paired_edge`)."""
-        from pytest_longctx.results.envelope import paired_edge
-
-        q = 1 - (1 - level) / 2
-        return paired_edge(self, q, upper=False), paired_edge(self, q, upper=True)
-
-    def drop_lower(self, alpha: float) -> Array:
-        """One-sided ``1 - alpha`` lower bound of the drop: the margin :meth:`p_drop_over` reaches ``alpha`` at."""
-        from pytest_longctx.results.envelope import paired_edge
-
-        return np.asarray(-paired_edge(self, 1 - alpha, upper=True))
-
-
-def paired_rows(diff_sums: Array, regressed: Array, improved: Array, shape: Shape,
-                record: Any = None) -> PairedRows:
-    """Paired differences (now minus before) from each row's per-cluster sums of differences and its counts of
-    regressions (right -> wrong) and improvements (``record``: a single row's
-    :class:`~pytest_longctx.results.envelope.PairedRecord`, for the monotone envelope)."""
-    d_sums = np.asarray(diff_sums, dtype=float)
-    n = shape.n
-    reg, imp = np.asarray(regressed, dtype=float), np.asarray(improved, dtype=float)
-    residuals = d_sums - ((imp - reg) / n)[..., None] * shape.sizes
-    with np.errstate(divide="ignore", invalid="ignore"):  # one cluster: no cross term (see paired_from)
-        cross = (residuals * shape.sizes / (1.0 - shape.h)).sum(axis=-1) / n ** 2
-    return paired_from(reg, imp, cr2_variance(residuals, shape), cross, shape, record)
-
-
-def paired_from(reg: Array, imp: Array, variance: Array, cross: Array, shape: Shape,
-                record: Any = None) -> PairedRows:
-    """Rows of ``reg`` regressed and ``imp`` improved pairs whose differences have the CR2 variance ``variance``
-    and the cross term ``cross`` (``sum_g r_g n_g / (1 - h_g) / N^2``)."""
-    n = shape.n
-    diff = (imp - reg) / n
-    deff = smoothed_deff(variance, ((reg + imp) / n - diff * diff) / n, reg + imp, shape, PAIRED_FLOOR_POWER,
-                         PAIRED_PRIOR_WEIGHT)
-    # Agresti-Min on the effective counts: half a pseudo-pair in each of the four cells.
-    b, c, m = reg / deff + 0.5, imp / deff + 0.5, n / deff + 2
-    centre = (c - b) / m
-    se = np.sqrt(np.maximum((b + c) / m - centre * centre, 0.0) / m)
-    df = design_df(deff, shape)
-    if shape.clusters < 2:
-        return PairedRows(reg, imp, diff, centre, se, deff, df, correction=CONTINUITY / m)
-    size_term = float((shape.sizes ** 2 / (1.0 - shape.h)).sum() / n ** 2)
-    return PairedRows(reg, imp, diff, centre, se, deff, df, size_term, cross, CONTINUITY / m, record)

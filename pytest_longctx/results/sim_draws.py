@@ -29,12 +29,12 @@ def drops_p(item_drops: Any, margin: float) -> Any:
 
 def paired_p(item_drops: Any, per_item: int, regressed: Any, improved: Any, margin: float) -> Any:
     """One-sided p of 'the drop is at most ``margin``' per run, by the fixed gate's own test
-    (:func:`~pytest_longctx.results.robust.paired_rows`, what ``paired_difference`` computes) for items of
+    (:func:`~pytest_longctx.results.paired_rows.paired_rows`, what ``paired_difference`` computes) for items of
     ``per_item`` paired trials each: ``regressed`` / ``improved`` (R,) count the run's right -> wrong and
     wrong -> right pairs."""
     import numpy as np
 
-    from pytest_longctx.results.robust import Shape, paired_rows
+    from pytest_longctx.results.paired_rows import Shape, paired_rows
 
     x = np.asarray(item_drops, dtype=float)
     shape = Shape.of([per_item] * x.shape[1])

@@ -83,7 +83,7 @@ def decide_models(settings: Settings, state: RunState, finished: float, workers:
                                                  compare=model_record_path(settings.report_dir, reference))
         record = build_record(model_settings, mine, finished, workers, declared)
         record["settings"].update(reference=reference, run_alpha=settings.alpha, models_gated=gated)
-        results[spec] = decide(record, model_settings, declared, baseline, state.notes)
+        results[spec] = decide(record, model_settings.gate, declared, baseline, state.notes)
         records[spec] = record
     run = dict(records[reference])
     run["models"] = side_by_side(records, settings)

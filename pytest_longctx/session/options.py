@@ -18,7 +18,7 @@ from pytest_longctx.backends.model_spec import ModelSpec, parse_model_spec
 from pytest_longctx.backends.prompt_cache import caches_prompts
 from pytest_longctx.backends.registry import offering, provider_of
 from pytest_longctx.errors import UsageError
-from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, parse_alpha, parse_threshold
+from pytest_longctx.gate_spec import DEFAULT_ALPHA, DEFAULT_EFFECTIVE_ACCURACY, parse_alpha, parse_threshold, unique
 from pytest_longctx.run_settings import Settings
 from pytest_longctx.session.option_def import FALSE_WORDS, TRUE_WORDS, OptionDef, parse_bool, parse_int
 from pytest_longctx.session.option_group import raw_value, register
@@ -134,8 +134,6 @@ def resolve(config: pytest.Config) -> Settings:
     cache = str(raw["cache"])
     if cache not in CACHE_MODES:
         raise UsageError(f"{by['cache'].flag}: expected one of {', '.join(CACHE_MODES)}, got {cache!r}")
-    from pytest_longctx.results.decision import unique
-
     # the same check twice (or spelled two ways) is one alarm: Holm, the sequential gate and the plan count it once
     thresholds = unique(parse_threshold(t, flag=by["threshold"].flag) for t in (raw["threshold"] or []))
     _check_needs(config, raw, by)

@@ -29,7 +29,6 @@ from pytest_longctx.reporting.writer import (
     write_reports,
 )
 from pytest_longctx.results.aggregate import CellKeys
-from pytest_longctx.results.decide import DecideSettings as DecideSettings  # re-exported: what decide reads
 from pytest_longctx.results.decide import decide
 from pytest_longctx.results.decision import GateResult
 from pytest_longctx.results.evidence import Evidence, assign_clusters, by_experiment, describe
@@ -125,7 +124,7 @@ def _finish(session: pytest.Session) -> None:
         record = build_record(settings, state, time.time(), config.stash[SHARED_KEY].workers, declared)
         if record["stopped"] is None and session.exitstatus == pytest.ExitCode.INTERNAL_ERROR:
             record["stopped"] = "pytest internal error"  # not a complete run: recorded beside the last complete one
-        decide(record, settings, declared, state.baseline, state.notes)
+        decide(record, settings.gate, declared, state.baseline, state.notes)
     if (gate := gate_of(config)) is not None:
         gate.apply(record)  # --longctx-sequential: the e-processes' verdicts, or the final look's
     _sections(config, record, settings, state, declared, models)
