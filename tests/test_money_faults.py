@@ -9,13 +9,14 @@ have billed it: it does for a body cut short).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from pytest_longctx.server import FaultPlan
 from tests.passkey_api import MODEL
-from tests.test_money_runs import PRICES, assert_usage_is_the_servers, server_usd
+from tests.test_money_runs import PRICES, RATES, assert_usage_is_the_servers, server_usd
 
 #: Faults the server answers with an error (billed nothing) or drops the connection on (billed nothing here).
 UNBILLED = ("429", "529", "500", "timeout", "reset")
@@ -76,3 +77,16 @@ def test_a_batch_whose_create_answer_was_lost_is_not_created_again(runner: Any, 
     assert run.ret == pytest.ExitCode.USAGE_ERROR and "Traceback" not in out, out
     assert ("the answer to creating a batch was lost (JSONDecodeError: " in out
             and "the API may have created it, so it is not sent again (list your batches to find it)" in out)
+    # the stopped run's record names the requests that may have been made and billed, beside the server's own list
+    record, usage = run.record, run.record["usage"]
+    lost = record["batch"]["lost"]
+    assert record["stopped"].startswith("--longctx-batch: could not submit a batch of 20 requests") and not record[
+        "trials"]
+    (made,) = srv.batches.list({}, srv.base_url)["data"]  # the batch the server made: its id never reached the run
+    billed = [json.loads(line) for line in srv.batches.results(made["id"]).splitlines()]
+    assert lost["requests"] == 20 and lost["custom_ids"] == sorted(item["custom_id"] for item in billed)
+    assert lost["bytes"] == stats.batch_bytes[0] and f"may cost up to ${lost['possible_usd']:,.2f}" in out
+    assert usage["calls"] == usage["failed"] == usage["unread"] == 20 and usage["usd"] == 0  # sent, never read
+    assert usage["abandoned_usd"] == pytest.approx(lost["possible_usd"])  # the ledger's possible cost, recorded
+    server_billed = (stats.batch_input_tokens * RATES.input + stats.batch_output_tokens * RATES.output) / 1e6 / 2
+    assert stats.batch_answered == 20 and 0 < server_billed <= lost["possible_usd"]  # what the server billed, within it
