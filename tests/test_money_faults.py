@@ -65,12 +65,16 @@ def test_a_budget_holds_against_what_the_server_billed_under_faults(runner: Any,
     assert outcomes and set(outcomes) == {"correct"} and len(outcomes) == usage["answered"]
 
 
+@pytest.mark.parametrize("dist", [pytest.param(("-p", "no:xdist"), id="no-xdist"),
+                                  pytest.param(("-n", "2"), id="n2", marks=pytest.mark.e2e)])
 def test_a_batch_whose_create_answer_was_lost_is_not_created_again(runner: Any, api: Any,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """Retrying the create would have the server make (and bill) the batch twice: the run stops with one line."""
+                                                                   monkeypatch: pytest.MonkeyPatch,
+                                                                   dist: tuple[str, ...]) -> None:
+    """Retrying the create would have the server make (and bill) the batch twice: the run stops with one line, and
+    its record says which requests the batch may hold and what they may cost."""
     monkeypatch.setenv("LONGCTX_BATCH_POLL", "0.05")
     srv = api(batch_delay=0.0, faults=FaultPlan(sequence=("malformed",), endpoints=("batches.create",)))
-    run = runner.run("--longctx-samples", "10", *PRICES, "--longctx-batch", model=MODEL, cache=True)
+    run = runner.run("--longctx-samples", "10", *PRICES, "--longctx-batch", *dist, model=MODEL, cache=True)
     stats = srv.stats
     assert stats.batch_requests == [20] and stats.endpoints["batches.create"] == 1  # created once, never again
     out = run.result.stdout.str() + run.result.stderr.str()

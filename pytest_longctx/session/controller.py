@@ -131,11 +131,13 @@ class RunController:
                                         red=True)
 
     def pytest_unconfigure(self) -> None:
-        """Interrupted while the session started (xdist plans the run there): pytest then skips its
-        ``pytest_sessionfinish`` and summary, so the stopped run is recorded and summarized here (before the model
-        services stop: registered after them, this runs first)."""
+        """Interrupted or stopped while the session started (xdist plans the run, and sends batches, there): pytest
+        then skips its ``pytest_sessionfinish`` and summary, so the stopped run is recorded and summarized here
+        (before the model services stop: registered after them, this runs first)."""
         session = self.session
-        if session is None or self.finished or session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        if session is None or self.finished:
+            return
+        if session.exitstatus != pytest.ExitCode.INTERRUPTED and self.state.stop_reason is None:
             return
         self.pytest_sessionfinish(session)
         terminalreporter = self.config.pluginmanager.get_plugin("terminalreporter")
