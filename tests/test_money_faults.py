@@ -94,3 +94,19 @@ def test_a_batch_whose_create_answer_was_lost_is_not_created_again(runner: Any, 
     assert usage["abandoned_usd"] == pytest.approx(lost["possible_usd"])  # the ledger's possible cost, recorded
     server_billed = (stats.batch_input_tokens * RATES.input + stats.batch_output_tokens * RATES.output) / 1e6 / 2
     assert stats.batch_answered == 20 and 0 < server_billed <= lost["possible_usd"]  # what the server billed, within it
+
+
+def test_a_lost_create_after_a_batch_was_made_records_both(runner: Any, api: Any,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches of 8: the first is made, the second's create answer is lost; the third is never sent. The record
+    names the made batch (it stays recorded for the next run) and the lost one's 8 requests; nothing else counted."""
+    monkeypatch.setenv("LONGCTX_BATCH_MAX_REQUESTS", "8")
+    srv = api(batch_delay=0.0, faults=FaultPlan(sequence=(None, "malformed"), endpoints=("batches.create",)))
+    run = runner.run("--longctx-samples", "10", *PRICES, "--longctx-batch", "-p", "no:xdist", model=MODEL, cache=True)
+    stats, batch, usage = srv.stats, run.record["batch"], run.record["usage"]
+    assert run.ret == pytest.ExitCode.USAGE_ERROR and stats.batch_requests == [8, 8], run.result.stdout.str()
+    made = sorted(b["id"] for b in srv.batches.list({}, srv.base_url)["data"])
+    assert batch["submitted"] == made[:1] and batch["requests_submitted"] == 8  # the made one: collected next run
+    lost = [json.loads(line)["custom_id"] for line in srv.batches.results(made[1]).splitlines()]
+    assert batch["lost"]["requests"] == 8 and batch["lost"]["custom_ids"] == sorted(lost)
+    assert usage["calls"] == sum(stats.batch_requests) == 16 and usage["unread"] == 8  # the third never reserved

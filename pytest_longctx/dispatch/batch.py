@@ -262,10 +262,10 @@ def submit_all(api: BatchApi, model: str, plan_file: Path, todo: set[str], cache
                             f"{api.max_bytes:,} bytes a batch may hold; it cannot go through the batch API", False)
                 run.too_large += 1
                 continue
+            if not body.fits(item):  # (before this request is reserved: a failed submit leaves nothing in flight)
+                yield _submit(api, model, body, cache_dir, run, out, plan_file)
             if not run.reserve(key, request):  # the budget ends here: this batch is cut, nothing more goes out
                 break
-            if not body.fits(item):
-                yield _submit(api, model, body, cache_dir, run, out, plan_file)
             body.add(key, item)
         if body.keys:
             yield _submit(api, model, body, cache_dir, run, out, plan_file)
