@@ -6,8 +6,8 @@ priced by genai-prices (claude-sonnet-4-6: $3 / $15 per million tokens).
 * a sequential collapse that stops early: the record's count is the server's, what prefetch sent for trials the
   stop skipped included, and the record says what the stop saved;
 * batch rounds (``--longctx-batch --longctx-sequential``) under a budget that ends in the second round: that round is
-  cut short, no later one is submitted, and the server's billed total (batch price) is within the budget and is the
-  record's.
+  cut short (its record says what it submitted beside what it planned), no later one is submitted, and the server's
+  billed total (batch price) is within the budget and is the record's.
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ def test_a_budget_ends_batch_rounds_within_it_and_the_record_is_the_servers(pyte
     assert batch["rounds_sent"] == 2 and batch["rounds_planned"] == 4  # the budget ended the rounds in round 2:
     assert stats.batch_requests[0] == 60 and 0 < stats.batch_requests[1] < 40  # round 1 whole, round 2 cut short,
     assert len(stats.batch_requests) == len(batch["batches"]) == 2  # and nothing submitted after it
+    # each round records what it submitted (the server's count) beside its planned size
+    assert [(r["requests"], r["planned"]) for r in batch["rounds"]] == [(60, 60), (stats.batch_requests[1], 40)]
     assert stats.endpoints.get("messages", 0) == 0
     billed = (stats.batch_input_tokens * rates().input + stats.batch_output_tokens * rates().output) / 1e6 / 2
     assert billed <= 0.3  # at the batch price, within the budget

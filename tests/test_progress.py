@@ -11,6 +11,7 @@ import pytest
 from pytest_longctx.backends.model_spec import parse_model_spec
 from pytest_longctx.reporting.progress import LOG_EVERY_S, Display, duration
 from pytest_longctx.results.aggregate import Aggregator
+from tests.passkey_api import MODEL
 
 
 class Terminal:
@@ -85,3 +86,27 @@ def test_counts_are_said_with_their_plurals() -> None:
     shown.outcome("error")
     assert shown.line(STATE, settings(), 2, now=0.0).startswith("longctx: 1/2 trials (2 errors)")
     assert shown.line(STATE, settings(plan=True), 1, now=0.0).startswith("longctx: 1/1 request planned")
+
+
+PLAIN = '''
+import pytest
+
+
+@pytest.mark.parametrize("n", range(5))
+def test_plain(n):
+    assert n >= 0
+'''
+
+
+@pytest.mark.parametrize("xdist", [pytest.param([], id="in-process"),
+                                   pytest.param(["-n", "2"], id="n2", marks=pytest.mark.e2e)])
+def test_the_progress_line_counts_the_longctx_trials_not_every_test(runner: Any, api: Any, xdist: list[str]) -> None:
+    """Ordinary tests collected beside the trials are no trials: the line's total is the 4 trials, not 9 tests."""
+    api()
+    runner.pytester.makepyfile(test_plain=PLAIN)
+    run = runner.run("--longctx-samples", "2", *(xdist or ["-p", "no:xdist"]), model=MODEL)
+    assert run.ret == 0, run.result.stdout.str()
+    shown = [line[line.index("longctx: "):] for line in run.result.stdout.lines  # (after the plain tests' dots)
+             if "longctx: " in line and " trial" in line]
+    assert shown and shown[-1].startswith("longctx: 4/4 trials (4 correct)"), shown
+    assert not any("/9 trials" in line for line in shown)

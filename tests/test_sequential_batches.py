@@ -247,3 +247,25 @@ def test_a_failing_api_ends_the_rounds_waiting_tests_as_errors(tmp_path: Path, a
     assert set(errors) == {keys[0]} and errors[keys[0]]["fatal"]  # the round's test: an error that stops the run
     assert (work / "stopped").read_text() == record["failure"]  # the later rounds' tests: skipped with why
     assert record["stopped"] == record["failure"]
+
+
+def test_a_lost_create_in_a_round_is_recorded_with_what_it_may_cost(tmp_path: Path, api: Any) -> None:
+    """The rounds' record (and the ledger) say which requests the lost batch holds and what they may cost."""
+    from pytest_longctx.backends.prices import Price, Rates
+    from pytest_longctx.dispatch.ledger import Ledger, as_usage, totals
+    from pytest_longctx.server import FaultPlan
+
+    srv = api(batch_delay=0.0, faults=FaultPlan(sequence=("malformed",), endpoints=("batches.create",)))
+    lane, keys = lane_for(tmp_path, _Gate(lambda: (-1, None)), [])
+    price = Price("anthropic/claude-test", Rates.of_input(1000, 2000), (), "test")
+    lane.run.ledger = ledger = Ledger.create(tmp_path / "ledger", None, {price.model: price})
+    lane.start()
+    lane.join()
+    record, usage = lane.to_json(), as_usage(totals(ledger.read()))
+    lost = record["lost"]
+    assert record["failure"].startswith("--longctx-batch: could not submit a batch of 1 requests") and not record[
+        "submitted"]
+    assert srv.stats.batch_requests == [1] and lost["requests"] == 1 and lost["custom_ids"] == keys[:1]
+    assert usage["calls"] == usage["unread"] == 1 and usage["abandoned_usd"] == pytest.approx(lost["possible_usd"])
+    billed = (srv.stats.batch_input_tokens * 1000 + srv.stats.batch_output_tokens * 2000) / 1e6 / 2
+    assert 0 < billed <= lost["possible_usd"]  # the server billed it; the record's estimate holds it

@@ -33,6 +33,7 @@ from typing import IO, TYPE_CHECKING, Any
 from pytest_longctx.backends.base import Completion, Request
 from pytest_longctx.backends.registry import load, provider_of
 from pytest_longctx.dispatch.batch_api import BatchApi, BatchStatus, Pause
+from pytest_longctx.dispatch.batch_lost import count_lost, is_lost
 from pytest_longctx.dispatch.batch_progress import StatusLine, printer, progress_text, size_text
 from pytest_longctx.dispatch.cache import ResponseCache
 from pytest_longctx.dispatch.ledger import BudgetRefused, Ledger, Ticket, settle
@@ -72,13 +73,15 @@ class BatchRun:
     spec: str = ""
     refused: str | None = None
     tickets: dict[str, Ticket] = field(default_factory=dict, repr=False)
+    #: A batch whose create answer was lost: its requests, which may have been made and billed (``batch_lost.py``).
+    lost: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"submitted": self.submitted, "resumed": self.resumed, "gone": self.gone,
                 "requests_submitted": self.requests_submitted,
                 "bytes_submitted": self.bytes_submitted, "batches": self.batches, "collected": self.collected,
                 "errored": self.errored, "endings": dict(sorted(self.endings.items())), "too_large": self.too_large,
-                **({"refused": self.refused} if self.refused else {})}
+                **({"refused": self.refused} if self.refused else {}), **({"lost": self.lost} if self.lost else {})}
 
     def reserve(self, key: str, request: Request) -> bool:
         """Debit ``request`` (at the batch price) before it goes into a batch; False once the budget refuses."""
@@ -131,9 +134,10 @@ def open_batches(cache_dir: Path, model: str) -> dict[str, dict[str, Any]]:
     return out
 
 
-def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file: Path,
-                status: StatusLine | None = None, client: Any = None, ledger: Ledger | None = None) -> BatchRun:
-    """Submit what is missing, wait for every relevant batch, collect results into the cache.
+def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file: Path, run: BatchRun,
+                status: StatusLine | None = None, client: Any = None) -> BatchRun:
+    """Submit what is missing, wait for every relevant batch, collect results into the cache; ``run`` (with the
+    run's ledger) says what was sent, also when this raises.
 
     The provider's batch API (``Provider.batch_api``) does the calls; ``client`` is handed to it (its SDK client).
     ``status`` shows progress (default: plain lines on stdout).
@@ -142,7 +146,6 @@ def run_batches(settings: Settings, cache: ResponseCache, work: Path, plan_file:
     provider = provider_of(settings.model)
     api = batch_api(settings, client)
     model = settings.model.name
-    run = BatchRun(ledger=ledger, spec=settings.model.spec)
     planned = _uncached_keys(plan_file, cache)
     (work / "keys.txt").write_text("\n".join(sorted(planned)), encoding="utf-8")
     if not planned:
@@ -259,27 +262,32 @@ def submit_all(api: BatchApi, model: str, plan_file: Path, todo: set[str], cache
                             f"{api.max_bytes:,} bytes a batch may hold; it cannot go through the batch API", False)
                 run.too_large += 1
                 continue
+            if not body.fits(item):  # (before this request is reserved: a failed submit leaves nothing in flight)
+                yield _submit(api, model, body, cache_dir, run, out, plan_file)
             if not run.reserve(key, request):  # the budget ends here: this batch is cut, nothing more goes out
                 break
-            if not body.fits(item):
-                yield _submit(api, model, body, cache_dir, run, out)
             body.add(key, item)
         if body.keys:
-            yield _submit(api, model, body, cache_dir, run, out)
+            yield _submit(api, model, body, cache_dir, run, out, plan_file)
     finally:
         body.path.unlink(missing_ok=True)
 
 
-def _submit(api: BatchApi, model: str, body: _Body, cache_dir: Path, run: BatchRun, out: StatusLine) -> dict[str, Any]:
+def _submit(api: BatchApi, model: str, body: _Body, cache_dir: Path, run: BatchRun, out: StatusLine,
+            plan_file: Path) -> dict[str, Any]:
     size, count = body.finish(), len(body.keys)
     try:
         batch_id = api.submit(body.path)
     except Exception as exc:  # one clear line for the user; batches submitted before stay recorded
+        line = f"could not submit a batch of {count:,} requests ({size:,} bytes): {type(exc).__name__}: {exc}"
+        if is_lost(exc):  # it may exist: its requests stay counted as sent, at what they may cost, and are recorded
+            run.lost = count_lost(run.ledger, run.tickets, body.keys, size, plan_file, line)
+            raise UsageError(f"--longctx-batch: {line}; the record's batch.lost lists its {count:,} custom_ids, which "
+                             f"may cost up to ${run.lost['possible_usd']:,.2f}") from None
         for key in body.keys:  # not sent: nothing of it is spent
             if (ticket := run.tickets.pop(key, None)) is not None and run.ledger is not None:
                 run.ledger.release(ticket, failed=False)
-        raise UsageError(f"--longctx-batch: could not submit a batch of {count:,} requests ({size:,} bytes): "
-                         f"{type(exc).__name__}: {exc}") from None
+        raise UsageError(f"--longctx-batch: {line}") from None
     state = {"id": batch_id, "model": model, "keys": body.keys, "bytes": size, "submitted": time.time(),
              "collected": False}
     _save(_state_dir(cache_dir) / f"{batch_id}.json", state)

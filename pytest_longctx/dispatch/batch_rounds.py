@@ -174,8 +174,8 @@ class BatchRounds:
             keys = self._needed(keys)
             self._current = keys
             relevant = dict(self._resumed) if number == 1 else {}
-            self.rounds.append({"round": number, "last_sample": last, "requests": len(keys), "batches": [],
-                                "resumed": sorted(relevant), "collected": False})
+            self.rounds.append({"round": number, "last_sample": last, "requests": 0, "planned": len(keys),
+                                "batches": [], "resumed": sorted(relevant), "collected": False})
             self.out.line(f"longctx batch: round {number} of {len(self._keys)}: {len(keys):,} requests of the sample "
                           f"groups up to s{last}" + (f" ({len(relevant)} earlier batches resumed)" if relevant else ""))
             self._open = relevant
@@ -183,6 +183,7 @@ class BatchRounds:
                                     self.run, self.out):
                 relevant[state["id"]] = state
                 self.rounds[-1]["batches"].append(state["id"])
+                self.rounds[-1]["requests"] += len(state["keys"])  # submitted: a budget may cut the round short
             wait_and_collect(self.api, provider_of(self.settings.model).name, relevant, self.cache, self.work, self.run,
                              self.settings.cache_dir, self.out, pause=self._pause)
             self._open = {}

@@ -225,6 +225,17 @@ class Ledger:
             elif ticket.id not in retrying:
                 retrying.append(ticket.id)
 
+    def unread(self, tickets: list[Ticket]) -> None:
+        """Requests sent whose answer was lost (a batch create's, :class:`~pytest_longctx.backends.anthropic_batch.
+        LostBatch`): failed and ``unread``, each ticket's estimate kept spent (the API may bill them); in one change."""
+        with self._change() as state:
+            for ticket in tickets:
+                state["in_flight"].pop(ticket.id, None)
+                entry = state["models"].setdefault(ticket.model, empty_model())
+                entry["failed"] += 1
+                entry["unread"] += 1
+                entry["abandoned_usd"] += ticket.usd
+
     def attempt_again(self, ticket: Ticket) -> None:
         """Another attempt of ``ticket``'s request goes out: one more request; raises :class:`BudgetRefused` (the
         request then ends) when what was spent already passes the budget with its reservation still counted."""

@@ -6,8 +6,9 @@ stated assumptions (:class:`~pytest_longctx.results.power.Assumptions`: accuracy
 correlation, from the compared run when there is one): no change, and a diffuse drop of the margin plus D
 (``--longctx-detect``, else 0.05). It reports the share of runs that fail, and the mean and 95th-percentile
 requests and dollars (list prices, uncached) until the alarm is settled, beside the whole design's. The rule is the
-gate's: the e-process at its share of the alarm's level, and a run it does not settle decided at the end of the
-design by the fixed gate's own paired test (:func:`~pytest_longctx.results.eprocess.paired_p`) at the rest.
+gate's: the e-process at its share of the alarm's level, a clear held back while the fixed gate's own paired test
+(:func:`~pytest_longctx.results.eprocess.paired_p`) on the items so far fails at the rest (``a2``), and a run it does
+not settle decided at the end of the design by that test at ``a2``.
 """
 
 from __future__ import annotations
@@ -64,11 +65,12 @@ def plan_sequential(evidence: Any, declared: Mapping[str, Any], thresholds: Sequ
             x, regressed, improved = draw_drops(rng, RUNS, design.clusters, k, assumptions.accuracy,
                                                 assumptions.discordance, assumptions.icc, drop, counts=True)
             final = paired_p(x, k, regressed, improved, t.value)
-            items, fired = simulate(x, t.value, d, a1, b, group, final_level=a2, final_p=final)
+            items, fired = simulate(x * k, t.value, d, a1, b, group, final_level=a2, final_p=final,  # summed drops
+                                    sizes=np.full(design.clusters, k), counts=(regressed, improved))  # the hold-back
             cases[name] = {"fails": round(float(fired.mean()), 3), **decision_cost(items, per_item, per_request)}
         entry: dict[str, Any] = {"threshold": t.text, "items": design.clusters, "requests": design.trials,
                                  "usd": round(usd, 2), "group": group, "level": a1, "final_level": a2,
-                                 "futility": b, "detect": d,
+                                 "futility": b, "detect": d, "hold_back": True,
                                  "cases": cases, "assumptions": assumptions.source}
         if budget is not None and usd > 0:
             entry["budget"] = _budget(budget, usd, design, alpha, alarms, assumptions)
@@ -95,7 +97,8 @@ def plan_lines(plan: Mapping[str, Any]) -> list[str]:
         lines.append(f"sequential {e['threshold']}: {e['items']:,} items ({e['requests']:,} requests, "
                      f"${e['usd']:,.2f} for the whole design), looks every {e['group']} items, fires at e-value "
                      f"1/{e['level']:.3g} or at the design's end at fixed-test p < {e.get('final_level', 0):.3g}, "
-                     f"clears a drop of {e['detect']:g} beyond the margin at 1/{e['futility']:.3g}")
+                     f"clears a drop of {e['detect']:g} beyond the margin at 1/{e['futility']:.3g} (held back while "
+                     f"the fixed test on the items so far fails at {e.get('final_level', 0):.3g})")
         for name, c in e["cases"].items():
             lines.append(f"  {name}: fails {c['fails']:.0%}; to a decision {c['requests_mean']:,} requests "
                          f"(95th percentile {c['requests_p95']:,}), ${c['usd_mean']:,.2f} "

@@ -30,15 +30,16 @@ def drops_p(item_drops: Any, margin: float) -> Any:
 def paired_p(item_drops: Any, per_item: int, regressed: Any, improved: Any, margin: float) -> Any:
     """One-sided p of 'the drop is at most ``margin``' per run, by the fixed gate's own test
     (:func:`~pytest_longctx.results.paired_rows.paired_rows`, what ``paired_difference`` computes) for items of
-    ``per_item`` paired trials each: ``regressed`` / ``improved`` (R,) count the run's right -> wrong and
-    wrong -> right pairs."""
+    ``per_item`` paired trials each: ``regressed`` / ``improved`` count the run's right -> wrong and wrong -> right
+    pairs, (R,) or per item (R, N) (:func:`draw_drops`' ``counts``, summed here)."""
     import numpy as np
 
     from pytest_longctx.results.paired_rows import Shape, paired_rows
 
     x = np.asarray(item_drops, dtype=float)
     shape = Shape.of([per_item] * x.shape[1])
-    rows = paired_rows(-x * per_item, np.asarray(regressed, float), np.asarray(improved, float), shape)
+    regressed, improved = (np.asarray(v, float).reshape(x.shape[0], -1).sum(axis=1) for v in (regressed, improved))
+    rows = paired_rows(-x * per_item, regressed, improved, shape)
     return rows.p_drop_over(margin)
 
 
@@ -50,7 +51,7 @@ def draw_drops(rng: Any, runs: int, items: int, per_item: int, accuracy: float, 
     trial is right when a uniform falls under its item's propensity; the candidate re-draws that uniform with the
     probability that makes two runs of an unchanged model disagree on ``discordance`` of the pairs. A diffuse drop
     lowers every propensity by ``drop``; a concentrated one breaks ``drop / accuracy`` of the items whole.
-    ``counts``: also each run's regressed and improved pairs.
+    ``counts``: also each item's regressed and improved pairs, (R, N) each (a clear's hold-back tests the items fed).
     """
     import numpy as np
 
@@ -67,8 +68,8 @@ def draw_drops(rng: Any, runs: int, items: int, per_item: int, accuracy: float, 
     else:
         now = v < np.clip(p - drop, 0.0, 1.0)
     drops = (before.astype(float) - now).mean(axis=2)
-    if counts:  # with each run's regressed and improved pairs, for the fixed test (:func:`paired_p`)
-        return drops, (before & ~now).sum(axis=(1, 2)), (~before & now).sum(axis=(1, 2))
+    if counts:  # with each item's regressed and improved pairs, for the fixed test (:func:`paired_p`)
+        return drops, (before & ~now).sum(axis=2), (~before & now).sum(axis=2)
     return drops
 
 

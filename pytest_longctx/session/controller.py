@@ -54,8 +54,9 @@ class RunController:
         """Threshold selectors are checked against the collected cells first (before the sequential gate counts
         the sample groups and the services start), so a selector that can match nothing is a usage error before
         any request is sent. Under xdist the controller does not collect: there the gate reports the same problem
-        at the end (a gate error, exit 11)."""
-        if not any(item.get_closest_marker("longctx") for item in session.items):
+        at the end (a gate error, exit 11). The longctx trials are counted for the progress line."""
+        self.state.collected = sum(1 for item in session.items if item.get_closest_marker("longctx"))
+        if not self.state.collected:
             return
         try:
             check_selectors(self.settings, session.items)
@@ -112,7 +113,7 @@ class RunController:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         self.finished = True
         state = self.state
-        state.display.close(state, self.settings, session.testscollected)
+        state.display.close(state, self.settings, state.collected)
         settle(session)  # a stopped run: prefetch cancelled and joined, why in the record, exit 2
         if state.usage_error is not None:
             return  # bad input, not a result: nothing written, the previous record and history stay as they were
@@ -130,11 +131,13 @@ class RunController:
                                         red=True)
 
     def pytest_unconfigure(self) -> None:
-        """Interrupted while the session started (xdist plans the run there): pytest then skips its
-        ``pytest_sessionfinish`` and summary, so the stopped run is recorded and summarized here (before the model
-        services stop: registered after them, this runs first)."""
+        """Interrupted or stopped while the session started (xdist plans the run, and sends batches, there): pytest
+        then skips its ``pytest_sessionfinish`` and summary, so the stopped run is recorded and summarized here
+        (before the model services stop: registered after them, this runs first)."""
         session = self.session
-        if session is None or self.finished or session.exitstatus != pytest.ExitCode.INTERRUPTED:
+        if session is None or self.finished:
+            return
+        if session.exitstatus != pytest.ExitCode.INTERRUPTED and self.state.stop_reason is None:
             return
         self.pytest_sessionfinish(session)
         terminalreporter = self.config.pluginmanager.get_plugin("terminalreporter")
@@ -153,9 +156,8 @@ class ControllerLast:
         """One progress line for the whole run, once the controller and the sequential gate have counted it."""
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
         if settled and "longctx" in report.keywords:
-            controller = self.controller
-            total = controller.session.testscollected if controller.session is not None else 0
-            controller.state.display.item_finished(controller.state, controller.settings, total)
+            state = self.controller.state  # of the longctx trials collected, not every test (session.testscollected)
+            state.display.item_finished(state, self.controller.settings, state.collected)
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:

@@ -125,6 +125,8 @@ class RunState:
     batch: Batches | None = None
     #: --longctx-sequential --longctx-batch: the rounds' thread (also ``batch``), finished before its folder goes.
     rounds: BatchRounds | None = None
+    #: The longctx trials collected (not every test: ordinary tests beside them are not trials): the progress line's
+    #: total.
     collected: int = 0
     #: The compared run's record (--longctx-compare), read and validated at start-up.
     baseline: dict[str, Any] | None = None

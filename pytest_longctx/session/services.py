@@ -15,7 +15,7 @@ import pytest
 from pytest_longctx.backends import build_backend, missing_key_message, start_model_server
 from pytest_longctx.backends.model_spec import ModelSpec
 from pytest_longctx.backends.registry import load, provider_of
-from pytest_longctx.dispatch.batch import run_batches
+from pytest_longctx.dispatch.batch import BatchRun, run_batches
 from pytest_longctx.dispatch.batch_progress import StatusLine
 from pytest_longctx.dispatch.batch_rounds import BatchRounds
 from pytest_longctx.dispatch.cache import ResponseCache
@@ -224,8 +224,13 @@ def _start_batches(config: pytest.Config, cache: ResponseCache, work: Path, plan
         lane.start()
         return
     tty = bool(getattr(config.pluginmanager.get_plugin("terminalreporter"), "isatty", False))
-    state.batch = run_batches(s, cache, work, plan_file, StatusLine(lambda text: tw.write(text, flush=True), tty),
-                              ledger=ledger)
+    state.batch = run = BatchRun(ledger=ledger, spec=s.model.spec)  # in the record, however the batches end
+    try:
+        run_batches(s, cache, work, plan_file, run, StatusLine(lambda text: tw.write(text, flush=True), tty))
+    except UsageError as exc:
+        if run.lost is not None:  # a batch that may exist and be billed: the stopped run's record says so
+            request_stop(config, str(exc))
+        raise
     (work / "done").touch()
 
 

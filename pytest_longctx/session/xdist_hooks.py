@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.backends import provider_of
+from pytest_longctx.dispatch.ordering import sample_of_nodeid
 from pytest_longctx.session.keys import RUN_KEY, SETTINGS_KEY, SHARED_KEY
 from pytest_longctx.session.sequential_gate import gate_of
 from pytest_longctx.session.services import ModelServices
@@ -32,7 +33,10 @@ class XdistHooks:
                                                    "their conditions (files, contexts, question sets) ...")
 
     def pytest_xdist_node_collection_finished(self, ids: list[str]) -> None:
-        """--longctx-sequential: the first worker's collection gives the sample groups."""
+        """A worker's collection (each collects the same) gives the longctx trials the progress line counts (those
+        with a sample index, as the plugin parametrizes every trial) and, with --longctx-sequential, the sample
+        groups (the first worker's)."""
+        self.config.stash[RUN_KEY].collected = sum(1 for nodeid in ids if sample_of_nodeid(nodeid) is not None)
         if (gate := gate_of(self.config)) is not None:
             gate.set_groups(list(ids))
 
