@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pytest
 
 from pytest_longctx.server import FaultPlan, MessagesServer
 from tests.conftest import golden_runner
+from tests.golden import GoldenCopy, output, snapshot
 from tests.passkey_api import EVAL, MODEL, SECRET, passkey
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,35 +33,18 @@ TRIALS = 4  # 2 cells x 2 samples
 GOOD = ("--longctx-samples", "2", "--longctx-prefetch", "off")
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def output(run: Any) -> str:
-    return str(run.result.stdout.str()) + "\n" + str(run.result.stderr.str())
-
-
-@dataclass
-class Project:
+@dataclass(kw_only=True)
+class Project(GoldenCopy):
     """The pass-key project after one good run: a record in ``reports/``, a filled cache, a server."""
 
-    runner: Any
     server: MessagesServer
-    record: bytes = b""
-    cache: dict[str, bytes] = field(default_factory=dict)
-
-    @property
-    def path(self) -> Path:
-        return Path(self.runner.pytester.path)
 
     def run(self, *args: str) -> Any:
         self.server.reset_stats()
         return self.runner.run(*args, model=MODEL, report_dir="reports", cache=True)
 
     def assert_untouched(self) -> None:
-        assert (self.path / "reports" / "longctx.json").read_bytes() == self.record
-        assert not (self.path / "reports" / "history").exists()
-        assert snapshot(self.path / "cache") == self.cache
+        super().assert_untouched()
         assert self.server.stats.endpoints == {}  # not one request, count or batch reached the server
 
 
@@ -87,11 +71,9 @@ def project(runner: Any, good_run: GoodRun, monkeypatch: pytest.MonkeyPatch) -> 
     srv, folder = good_run
     monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    for name in ("reports", "cache"):
-        shutil.copytree(folder / name, runner.pytester.path / name)
-    (runner.pytester.path / "afile").write_text("a file, not a folder\n")
-    record = (runner.pytester.path / "reports" / "longctx.json").read_bytes()
-    proj = Project(runner, srv, record, snapshot(runner.pytester.path / "cache"))
+    proj = Project(runner=runner, server=srv)
+    proj.copy(folder)
+    (proj.path / "afile").write_text("a file, not a folder\n")
     assert len(proj.cache) == TRIALS
     return proj
 
