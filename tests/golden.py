@@ -111,6 +111,13 @@ def output(run: Any) -> str:
     return str(run.result.stdout.str()) + "\n" + str(run.result.stderr.str())
 
 
+def one_line(out: str, needle: str) -> str:
+    """The one line of ``out`` that holds ``needle``, said exactly once, with no traceback anywhere in ``out``."""
+    assert out.count(needle) == 1, f"{needle!r} said {out.count(needle)} times:\n{out}"
+    assert "Traceback" not in out and "INTERNALERROR" not in out, out
+    return next(line for line in out.splitlines() if needle in line).strip()
+
+
 @dataclass
 class GoldenCopy:
     """A test's project going on from a golden run: its ``reports/`` and ``cache/`` copied, and their bytes."""
@@ -135,3 +142,12 @@ class GoldenCopy:
         assert (self.path / "reports" / "longctx.json").read_bytes() == self.record
         assert not (self.path / "reports" / "history").exists()
         assert snapshot(self.path / "cache") == self.cache
+
+    def assert_refused(self, run: Any, needle: str) -> str:
+        """``run`` was a usage error (exit 4) said on one line holding ``needle``, and left this project untouched;
+        that line."""
+        out = output(run)
+        assert run.ret == pytest.ExitCode.USAGE_ERROR, out
+        line = one_line(out, needle)
+        self.assert_untouched()
+        return line

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import golden_runner
-from tests.golden import GoldenCopy, output
+from tests.golden import GoldenCopy, one_line, output
 
 DEMO = '''
 import pytest
@@ -93,13 +93,6 @@ def project(longctx_runner: Any, good_folder: Path) -> Project:
     p.copy(good_folder)
     assert p.cache
     return p
-
-
-def _one_line(out: str, needle: str) -> str:
-    lines = [line for line in out.splitlines() if needle in line]
-    assert len(lines) == 1, f"{needle!r} on {len(lines)} lines:\n{out}"
-    assert "Traceback" not in out and "INTERNALERROR" not in out, out
-    return lines[0].strip()
 
 
 def _bad_run(project: Project, *args: str, model: str = "fake/wrong") -> Any:
@@ -196,13 +189,9 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
 @pytest.mark.parametrize("row", list(USAGE_ROWS), ids=list(USAGE_ROWS))
 def test_usage_error_rows(project: Project, row: str) -> None:
     build, needle = USAGE_ROWS[row]
-    run = _bad_run(project, *build(project))
-    out = output(run)
-    assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    line = _one_line(out, needle)
+    line = project.assert_refused(_bad_run(project, *build(project)), needle)
     assert line.startswith("ERROR: --longctx-"), line
-    print(f"ROW | {row} | exit {run.ret} | {line}")
-    project.assert_untouched()
+    print(f"ROW | {row} | exit 4 | {line}")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders; the file cases cover this")
@@ -214,20 +203,15 @@ def test_read_only_report_dir_is_a_usage_error(project: Project) -> None:
         run = _bad_run(project, "--longctx-report-dir", str(locked))
     finally:
         locked.chmod(0o700)
-    out = output(run)
-    assert run.ret == pytest.ExitCode.USAGE_ERROR
-    _one_line(out, "is not writable")
-    project.assert_untouched()
+    project.assert_refused(run, "is not writable")
 
 
 @pytest.mark.e2e
 def test_bad_compare_file_under_xdist_is_a_usage_error_before_workers_start(project: Project) -> None:
     run = _bad_run(project, "-n", "2", "--longctx-compare", project.write("hello.json", {"hello": 1}))
-    out = output(run)
-    assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    print("ROW | compare-hello -n 2 | exit 4 |", _one_line(out, "hello.json: not a pytest-longctx run record"))
-    assert "bringing up nodes" not in out
-    project.assert_untouched()
+    print("ROW | compare-hello -n 2 | exit 4 |",
+          project.assert_refused(run, "hello.json: not a pytest-longctx run record"))
+    assert "bringing up nodes" not in output(run)
 
 
 # --- gate errors: the run completes, its record says why the gate could not check, exit 11 -----------------------
@@ -236,7 +220,7 @@ def _gate_error_run(project: Project, *args: str, model: str = "fake/wrong") -> 
     run = _bad_run(project, *args, model=model)
     out = output(run)
     assert run.ret == 11, out
-    assert _one_line(out, "gate: ERROR").endswith("-> exit code 11")
+    assert one_line(out, "gate: ERROR").endswith("-> exit code 11")
     gate = run.record["gate"]
     assert gate["status"] == "error" and gate["exit_code"] == 11 and gate["errors"], gate
     reports = project.path / "reports"
@@ -249,7 +233,7 @@ def _gate_error_run(project: Project, *args: str, model: str = "fake/wrong") -> 
 @pytest.mark.e2e
 def test_selector_without_cell_under_xdist_is_a_gate_error(project: Project) -> None:
     run, out = _gate_error_run(project, "-n", "2", "--longctx-threshold", "experiment=dmeo:0.9")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "threshold 'experiment=dmeo:0.9' matches no cell of this run" in line and "experiments: demo" in line
     assert run.record["gate"]["errors"] == [line.removeprefix("gate error: ")]
     print("ROW | selector-matches-no-cell -n 2 | exit 11 |", line)
@@ -276,7 +260,7 @@ def test_compare_sharing_no_cell_accepted_as_partial_is_a_gate_error(project: Pr
     project.runner.pytester.makepyfile(test_demo=DEMO)
     run, out = _gate_error_run(project, "--longctx-compare", str(other.report_dir / "longctx.json"),
                                "--longctx-compare-partial", model="fake/perfect")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "shares no cell with this run" in line
     assert run.record["comparison"]["cells_compared"] == 0
     print("ROW | compare with another experiment set, no threshold | exit 11 |", line)
@@ -287,7 +271,7 @@ def test_baseline_whose_cells_all_errored_accepted_as_partial_is_a_gate_error(pr
     assert errored.ret == 1 and all(c["n"] == 0 for c in errored.record["cells"])
     run, out = _gate_error_run(project, "--longctx-compare", str(errored.report_dir / "longctx.json"),
                                "--longctx-threshold", "*:max-drop=0.05", "--longctx-compare-partial")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "no trial of its 2 cells paired with the compared run (4 errored in the compared run)" in line
     assert run.record["gate"]["counts"]["error"] == 1 and run.record["gate"]["counts"]["pass"] == 0
     assert all("compare" not in c for c in run.record["cells"])  # no diff against a made-up accuracy of 0.0
@@ -300,7 +284,7 @@ def test_another_seed_accepted_as_partial_without_paired_trials_is_a_gate_error(
                               report_dir="seed7")
     run, out = _gate_error_run(project, "--longctx-compare", str(base.report_dir / "longctx.json"),
                                "--longctx-threshold", "*:max-drop=0.05/sig", "--longctx-compare-partial")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "no trial of its 2 cells paired with the compared run (4 the other run asked another item" in line
     assert all(c["compare"]["paired"] == 0 for c in run.record["cells"])
     print("ROW | max-drop/sig against another seed (nothing pairs) | exit 11 |", line)
@@ -308,7 +292,7 @@ def test_another_seed_accepted_as_partial_without_paired_trials_is_a_gate_error(
 
 def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> None:
     run, out = _gate_error_run(project, "--longctx-threshold", "*:0.5@n=30", model="fake/perfect")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "threshold '*:0.5@n=30': 4 trials (independent items) < 30: nothing to decide on" in line
     page = html.unescape((run.report_dir / "longctx.html").read_text(encoding="utf-8"))
     assert '<div class="gate error">' in page and f'<div class="banner fail">{line}</div>' in page
@@ -318,7 +302,7 @@ def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> Non
 def test_a_missed_threshold_still_fails_with_10(project: Project) -> None:
     run = _bad_run(project, "--longctx-threshold", "experiment=demo:0.9")
     out = run.result.stdout.str()
-    assert run.ret == 10 and _one_line(out, "gate: FAIL") == "gate: FAIL (1 fail) -> exit code 10"
+    assert run.ret == 10 and one_line(out, "gate: FAIL") == "gate: FAIL (1 fail) -> exit code 10"
     assert run.record["gate"]["errors"] == []
 
 
@@ -339,7 +323,7 @@ def test_clobber(pytestconfig):
     run = _bad_run(project, "--longctx-report-dir", str(project.path / "doomed"), model="fake/perfect")
     out = output(run)
     assert run.ret == 0, out
-    line = _one_line(out, "could not write reports to")
+    line = one_line(out, "could not write reports to")
     fallback = Path(line.rsplit("wrote them to ", 1)[1].removesuffix(" instead"))
     assert fallback.parent == project.path / "cache" / "reports-fallback"
     record = json.loads((fallback / "longctx.json").read_text(encoding="utf-8"))
@@ -357,7 +341,7 @@ def test_a_failing_comparison_is_a_gate_error_and_the_record_is_written(project:
 
     monkeypatch.setattr(pytest_longctx.results.decide, "compare", broken)  # a bug in comparison code, simulated
     run, out = _gate_error_run(project, "--longctx-compare", str(project.path / "reports" / "longctx.json"))
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "comparison with" in line and "KeyError: 'accuracy'" in line
     assert len(run.record["trials"]) == 4
 
@@ -372,7 +356,7 @@ def test_a_failing_html_report_costs_only_the_html(project: Project, monkeypatch
     run = _bad_run(project, model="fake/perfect")
     out = run.result.stdout.str()
     assert run.ret == 0
-    _one_line(out, "could not render the HTML report: ValueError: bad chart")
+    one_line(out, "could not render the HTML report: ValueError: bad chart")
     assert len(run.record["trials"]) == 4 and not (run.report_dir / "longctx.html").exists()
 
 
@@ -386,7 +370,7 @@ def test_a_bug_while_finishing_saves_the_trials_and_exits_3(project: Project, mo
     run = _bad_run(project, model="fake/perfect")
     out = output(run)
     assert run.ret == pytest.ExitCode.INTERNAL_ERROR
-    line = _one_line(out, "internal error while finishing the run")
+    line = one_line(out, "internal error while finishing the run")
     saved = Path(line.rsplit("trials saved to ", 1)[1])
     assert len(json.loads(saved.read_text(encoding="utf-8"))["trials"]) == 4
     assert saved.parent.parent == project.path / "cache" / "reports-fallback"
@@ -408,7 +392,7 @@ def test_selector_without_cell_under_xdist_with_a_remote_model_is_a_usage_error_
                              model=MODEL, cache=True)
     out = output(run)
     assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    line = _one_line(out, "'experiment=dmeo:0.9' matches none of the collected cells")
+    line = one_line(out, "'experiment=dmeo:0.9' matches none of the collected cells")
     assert line.startswith("ERROR: --longctx-threshold: ")
     assert srv.stats.endpoints == {}  # nothing sent, nothing counted
     assert not (run.report_dir / "longctx.json").exists()
