@@ -80,8 +80,8 @@ class GoldenProject:
             with redirect_stdout(out), redirect_stderr(err):
                 try:
                     ret: int | pytest.ExitCode = pytest.main(list(args))
-                except SystemExit as exit_:
-                    ret = exit_.code if isinstance(exit_.code, int) else 1
+                except SystemExit as exit_:  # as ``python -m pytest`` would exit
+                    ret = 0 if exit_.code is None else exit_.code if isinstance(exit_.code, int) else 1
         finally:
             modules.update((name, m) for name, m in sys.modules.items() if name.startswith(KEPT_MODULES))
             sys.modules.clear()
