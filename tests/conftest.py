@@ -20,6 +20,8 @@ import pytest
 import scipy.stats  # noqa: F401
 from hypothesis import settings as hypothesis_settings
 
+from tests.golden import GoldenProject, GoldenResult
+
 # Property tests draw from one fixed seed (the same examples on every run and worker) and keep no example database.
 hypothesis_settings.register_profile("longctx", derandomize=True, database=None)
 hypothesis_settings.load_profile("longctx")
@@ -84,7 +86,7 @@ def mode_args(request: pytest.FixtureRequest) -> list[str]:
 class LongctxRun:
     """One pytester run: its result and where its run record is (``record`` asserts that it was written)."""
 
-    result: pytest.RunResult
+    result: pytest.RunResult | GoldenResult
     report_dir: Path
 
     @property
@@ -122,9 +124,9 @@ class LongctxRun:
 
 
 class LongctxRunner:
-    """Writes a pytester project and runs it with the fake model, an own report dir and no cache."""
+    """Writes a pytester project (or a golden one) and runs it with the fake model, an own report dir and no cache."""
 
-    def __init__(self, pytester: pytest.Pytester) -> None:
+    def __init__(self, pytester: pytest.Pytester | GoldenProject) -> None:
         self.pytester = pytester
         self.runs = 0
         self.project()
@@ -165,27 +167,19 @@ def golden_runner(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempP
                   env: dict[str, str]) -> Iterator[LongctxRunner]:
     """A runner for a module-scoped fixture's golden runs: one run per feature, read by every test that checks it.
 
-    pytest's ``pytester`` is per test, so this builds one on the fixture's own request. Inside the block its folder
-    is the working directory and ``env`` is set (the shell's longctx variables unset); both are undone when the block
-    ends, so make the runs inside it and hand the tests what they read: the runs (records, output, folders) and
-    whatever the server counted.
+    pytest's ``pytester`` is per test, so this runs in a ``tests.golden.GoldenProject`` (public API only) in a
+    folder of its own. Inside the block the folder is the working directory and ``HOME``, ``env`` is set and the
+    rest is as pytester sets it (the shell's longctx variables and ``PYTEST_ADDOPTS`` unset, no colours, the inner
+    runs' ``tmp_path`` in a folder of their own); all is undone when the block ends, so make the runs inside it and
+    hand the tests what they read: the runs (records, output, folders) and whatever the server counted.
     """
+    name = request.node.name
+    path, temp = tmp_path_factory.mktemp(name, numbered=True), tmp_path_factory.mktemp(f"tmp-{name}", numbered=True)
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for name in SHELL_ENV:
+        for name in (*SHELL_ENV, "PYTEST_ADDOPTS", "TOX_ENV_DIR"):
             monkeypatch.delenv(name, raising=False)
-        for name, value in env.items():
+        for name, value in {"HOME": str(path), "USERPROFILE": str(path), "PY_COLORS": "0",
+                            "PYTEST_DEBUG_TEMPROOT": str(temp), **env}.items():
             monkeypatch.setenv(name, value)
-        yield LongctxRunner(pytest.Pytester(_WithoutFunction(request), tmp_path_factory, monkeypatch,  # type: ignore[arg-type]
-                                            _ispytest=True))
-
-
-class _WithoutFunction:
-    """A module-scoped fixture's request as ``pytest.Pytester`` reads it: ``function`` is None, not an error."""
-
-    function = None
-
-    def __init__(self, request: pytest.FixtureRequest) -> None:
-        self._request = request
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._request, name)
+        monkeypatch.chdir(path)
+        yield LongctxRunner(GoldenProject(path))

@@ -1,4 +1,5 @@
-"""Checks the block-design experiments (qa, litm, docs) share: the design an option resolves to, and bad designs."""
+"""Checks the block-design experiments (qa, litm, docs) share: the design an option resolves to (bad designs:
+``tests/test_bad_designs.py``)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,3 @@ def assert_design(pytester: pytest.Pytester, experiment: str, model: str, args: 
         f"    return '{experiment}-design=' + {experiment}_options(config).design\n")
     result = pytester.runpytest("--collect-only", "-p", "no:cacheprovider", "--longctx-model", model, *args)
     result.stdout.fnmatch_lines([f"{experiment}-design={design}"])
-
-
-def assert_usage_error(pytester: pytest.Pytester, model: str, args: list[str], text: str) -> None:
-    """Collecting with ``args`` is a usage error (exit 4) whose message holds ``text``, with no traceback."""
-    result = pytester.runpytest("--collect-only", "--longctx-model", model, *args)
-    assert result.ret == 4
-    assert text in result.stderr.str() and "Traceback" not in result.stderr.str()

@@ -11,6 +11,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 #: 4 sizes x 5 shuffles x 20 samples: 400 trials in 20 sample groups
 LRT = ("--longctx-lrt-lines", "100,200,300,400")
+#: The recipe's alarm on lrt: any drop from the compared run fails.
+ALARM = ("--longctx-threshold", "experiment=lrt:max-drop=0")
 
 
 def run_lrt(pytester: pytest.Pytester, model: str, name: str, *args: str, dist: tuple[str, ...] = ("-n", "2"),
@@ -28,3 +30,11 @@ def run_lrt(pytester: pytest.Pytester, model: str, name: str, *args: str, dist: 
     assert path.is_file(), out
     assert "INTERNALERROR" not in out
     return int(result.ret), json.loads(path.read_text(encoding="utf-8")), out
+
+
+def compared_with_production(pytester: pytest.Pytester) -> tuple[str, ...]:
+    """Run production (``claude-prod``, the whole design, no cache) into ``prod/`` and return the arguments that
+    compare a candidate with it under the recipe's alarm."""
+    code, prod, out = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off")
+    assert code == 0 and len(prod["trials"]) == 400, out
+    return ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), *ALARM)

@@ -13,14 +13,14 @@ from __future__ import annotations
 import html
 import json
 import os
-import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.conftest import golden_runner
+from tests.golden import GoldenCopy, one_line, output
 
 DEMO = '''
 import pytest
@@ -45,21 +45,9 @@ async def test_passkey(longctx, filler):
 OTHER = DEMO.replace('longctx("demo")', 'longctx("other")').replace("test_passkey", "test_other")
 
 
-def _snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
 @dataclass
-class Project:
+class Project(GoldenCopy):
     """A pytester project with the demo eval, one good run already made (record + cache)."""
-
-    runner: Any
-    record_bytes: bytes = b""
-    cache_before: dict[str, bytes] = field(default_factory=dict)
-
-    @property
-    def path(self) -> Path:
-        return Path(self.runner.pytester.path)
 
     def write(self, name: str, content: str | bytes | dict[str, Any]) -> str:
         path = self.path / name
@@ -72,7 +60,7 @@ class Project:
 
     def baseline(self, **changes: Any) -> dict[str, Any]:
         """The good run's record with some top-level fields replaced."""
-        record: dict[str, Any] = json.loads(self.record_bytes)
+        record: dict[str, Any] = json.loads(self.record)
         record.update(changes)
         return record
 
@@ -101,41 +89,20 @@ def good_folder(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
 def project(longctx_runner: Any, good_folder: Path) -> Project:
     """This test's copy of the project after the good run: its record and report, its cache."""
     longctx_runner.pytester.makepyfile(test_demo=DEMO)
-    for name in ("reports", "cache"):
-        shutil.copytree(good_folder / name, longctx_runner.pytester.path / name)
     p = Project(longctx_runner)
-    p.record_bytes = (p.path / "reports" / "longctx.json").read_bytes()
-    p.cache_before = _snapshot(p.path / "cache")
-    assert p.cache_before
+    p.copy(good_folder)
+    assert p.cache
     return p
-
-
-def _out(run: Any) -> str:
-    return str(run.result.stdout.str()) + "\n" + str(run.result.stderr.str())
-
-
-def _one_line(out: str, needle: str) -> str:
-    lines = [line for line in out.splitlines() if needle in line]
-    assert len(lines) == 1, f"{needle!r} on {len(lines)} lines:\n{out}"
-    assert "Traceback" not in out and "INTERNALERROR" not in out, out
-    return lines[0].strip()
 
 
 def _bad_run(project: Project, *args: str, model: str = "fake/wrong") -> Any:
     return project.runner.run("--longctx-samples", "2", *args, model=model, report_dir="reports", cache=True)
 
 
-def _assert_untouched(project: Project) -> None:
-    reports = project.path / "reports"
-    assert (reports / "longctx.json").read_bytes() == project.record_bytes
-    assert not (reports / "history").exists()
-    assert _snapshot(project.path / "cache") == project.cache_before
-
-
 # --- usage errors: exit 4 before any request -------------------------------------------------------------------
 
 def _truncated(p: Project) -> str:
-    return p.write("truncated.json", p.record_bytes[: len(p.record_bytes) // 2])
+    return p.write("truncated.json", p.record[: len(p.record) // 2])
 
 
 USAGE_ROWS: dict[str, tuple[Any, str]] = {
@@ -222,13 +189,9 @@ USAGE_ROWS: dict[str, tuple[Any, str]] = {
 @pytest.mark.parametrize("row", list(USAGE_ROWS), ids=list(USAGE_ROWS))
 def test_usage_error_rows(project: Project, row: str) -> None:
     build, needle = USAGE_ROWS[row]
-    run = _bad_run(project, *build(project))
-    out = _out(run)
-    assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    line = _one_line(out, needle)
+    line = project.assert_refused(_bad_run(project, *build(project)), needle)
     assert line.startswith("ERROR: --longctx-"), line
-    print(f"ROW | {row} | exit {run.ret} | {line}")
-    _assert_untouched(project)
+    print(f"ROW | {row} | exit 4 | {line}")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders; the file cases cover this")
@@ -240,34 +203,29 @@ def test_read_only_report_dir_is_a_usage_error(project: Project) -> None:
         run = _bad_run(project, "--longctx-report-dir", str(locked))
     finally:
         locked.chmod(0o700)
-    out = _out(run)
-    assert run.ret == pytest.ExitCode.USAGE_ERROR
-    _one_line(out, "is not writable")
-    _assert_untouched(project)
+    project.assert_refused(run, "is not writable")
 
 
 @pytest.mark.e2e
 def test_bad_compare_file_under_xdist_is_a_usage_error_before_workers_start(project: Project) -> None:
     run = _bad_run(project, "-n", "2", "--longctx-compare", project.write("hello.json", {"hello": 1}))
-    out = _out(run)
-    assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    print("ROW | compare-hello -n 2 | exit 4 |", _one_line(out, "hello.json: not a pytest-longctx run record"))
-    assert "bringing up nodes" not in out
-    _assert_untouched(project)
+    print("ROW | compare-hello -n 2 | exit 4 |",
+          project.assert_refused(run, "hello.json: not a pytest-longctx run record"))
+    assert "bringing up nodes" not in output(run)
 
 
 # --- gate errors: the run completes, its record says why the gate could not check, exit 11 -----------------------
 
 def _gate_error_run(project: Project, *args: str, model: str = "fake/wrong") -> tuple[Any, str]:
     run = _bad_run(project, *args, model=model)
-    out = _out(run)
+    out = output(run)
     assert run.ret == 11, out
-    assert _one_line(out, "gate: ERROR").endswith("-> exit code 11")
+    assert one_line(out, "gate: ERROR").endswith("-> exit code 11")
     gate = run.record["gate"]
     assert gate["status"] == "error" and gate["exit_code"] == 11 and gate["errors"], gate
     reports = project.path / "reports"
-    assert (reports / "history" / "0001.json").read_bytes() == project.record_bytes  # the earlier record, intact
-    for name, data in project.cache_before.items():  # nothing cached before was lost or changed
+    assert (reports / "history" / "0001.json").read_bytes() == project.record  # the earlier record, intact
+    for name, data in project.cache.items():  # nothing cached before was lost or changed
         assert (project.path / "cache" / name).read_bytes() == data
     return run, out
 
@@ -275,7 +233,7 @@ def _gate_error_run(project: Project, *args: str, model: str = "fake/wrong") -> 
 @pytest.mark.e2e
 def test_selector_without_cell_under_xdist_is_a_gate_error(project: Project) -> None:
     run, out = _gate_error_run(project, "-n", "2", "--longctx-threshold", "experiment=dmeo:0.9")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "threshold 'experiment=dmeo:0.9' matches no cell of this run" in line and "experiments: demo" in line
     assert run.record["gate"]["errors"] == [line.removeprefix("gate error: ")]
     print("ROW | selector-matches-no-cell -n 2 | exit 11 |", line)
@@ -302,7 +260,7 @@ def test_compare_sharing_no_cell_accepted_as_partial_is_a_gate_error(project: Pr
     project.runner.pytester.makepyfile(test_demo=DEMO)
     run, out = _gate_error_run(project, "--longctx-compare", str(other.report_dir / "longctx.json"),
                                "--longctx-compare-partial", model="fake/perfect")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "shares no cell with this run" in line
     assert run.record["comparison"]["cells_compared"] == 0
     print("ROW | compare with another experiment set, no threshold | exit 11 |", line)
@@ -313,7 +271,7 @@ def test_baseline_whose_cells_all_errored_accepted_as_partial_is_a_gate_error(pr
     assert errored.ret == 1 and all(c["n"] == 0 for c in errored.record["cells"])
     run, out = _gate_error_run(project, "--longctx-compare", str(errored.report_dir / "longctx.json"),
                                "--longctx-threshold", "*:max-drop=0.05", "--longctx-compare-partial")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "no trial of its 2 cells paired with the compared run (4 errored in the compared run)" in line
     assert run.record["gate"]["counts"]["error"] == 1 and run.record["gate"]["counts"]["pass"] == 0
     assert all("compare" not in c for c in run.record["cells"])  # no diff against a made-up accuracy of 0.0
@@ -326,7 +284,7 @@ def test_another_seed_accepted_as_partial_without_paired_trials_is_a_gate_error(
                               report_dir="seed7")
     run, out = _gate_error_run(project, "--longctx-compare", str(base.report_dir / "longctx.json"),
                                "--longctx-threshold", "*:max-drop=0.05/sig", "--longctx-compare-partial")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "no trial of its 2 cells paired with the compared run (4 the other run asked another item" in line
     assert all(c["compare"]["paired"] == 0 for c in run.record["cells"])
     print("ROW | max-drop/sig against another seed (nothing pairs) | exit 11 |", line)
@@ -334,7 +292,7 @@ def test_another_seed_accepted_as_partial_without_paired_trials_is_a_gate_error(
 
 def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> None:
     run, out = _gate_error_run(project, "--longctx-threshold", "*:0.5@n=30", model="fake/perfect")
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "threshold '*:0.5@n=30': 4 trials (independent items) < 30: nothing to decide on" in line
     page = html.unescape((run.report_dir / "longctx.html").read_text(encoding="utf-8"))
     assert '<div class="gate error">' in page and f'<div class="banner fail">{line}</div>' in page
@@ -344,7 +302,7 @@ def test_threshold_that_checked_no_cell_is_a_gate_error(project: Project) -> Non
 def test_a_missed_threshold_still_fails_with_10(project: Project) -> None:
     run = _bad_run(project, "--longctx-threshold", "experiment=demo:0.9")
     out = run.result.stdout.str()
-    assert run.ret == 10 and _one_line(out, "gate: FAIL") == "gate: FAIL (1 fail) -> exit code 10"
+    assert run.ret == 10 and one_line(out, "gate: FAIL") == "gate: FAIL (1 fail) -> exit code 10"
     assert run.record["gate"]["errors"] == []
 
 
@@ -363,9 +321,9 @@ def test_clobber(pytestconfig):
     target.write_text("not a folder any more")
 ''')
     run = _bad_run(project, "--longctx-report-dir", str(project.path / "doomed"), model="fake/perfect")
-    out = _out(run)
+    out = output(run)
     assert run.ret == 0, out
-    line = _one_line(out, "could not write reports to")
+    line = one_line(out, "could not write reports to")
     fallback = Path(line.rsplit("wrote them to ", 1)[1].removesuffix(" instead"))
     assert fallback.parent == project.path / "cache" / "reports-fallback"
     record = json.loads((fallback / "longctx.json").read_text(encoding="utf-8"))
@@ -383,7 +341,7 @@ def test_a_failing_comparison_is_a_gate_error_and_the_record_is_written(project:
 
     monkeypatch.setattr(pytest_longctx.results.decide, "compare", broken)  # a bug in comparison code, simulated
     run, out = _gate_error_run(project, "--longctx-compare", str(project.path / "reports" / "longctx.json"))
-    line = _one_line(out, "gate error:")
+    line = one_line(out, "gate error:")
     assert "comparison with" in line and "KeyError: 'accuracy'" in line
     assert len(run.record["trials"]) == 4
 
@@ -398,7 +356,7 @@ def test_a_failing_html_report_costs_only_the_html(project: Project, monkeypatch
     run = _bad_run(project, model="fake/perfect")
     out = run.result.stdout.str()
     assert run.ret == 0
-    _one_line(out, "could not render the HTML report: ValueError: bad chart")
+    one_line(out, "could not render the HTML report: ValueError: bad chart")
     assert len(run.record["trials"]) == 4 and not (run.report_dir / "longctx.html").exists()
 
 
@@ -410,15 +368,15 @@ def test_a_bug_while_finishing_saves_the_trials_and_exits_3(project: Project, mo
 
     monkeypatch.setattr(pytest_longctx.session.run, "build_record", broken)
     run = _bad_run(project, model="fake/perfect")
-    out = _out(run)
+    out = output(run)
     assert run.ret == pytest.ExitCode.INTERNAL_ERROR
-    line = _one_line(out, "internal error while finishing the run")
+    line = one_line(out, "internal error while finishing the run")
     saved = Path(line.rsplit("trials saved to ", 1)[1])
     assert len(json.loads(saved.read_text(encoding="utf-8"))["trials"]) == 4
     assert saved.parent.parent == project.path / "cache" / "reports-fallback"
     reports = project.path / "reports"
-    assert (reports / "longctx.json").read_bytes() == project.record_bytes and not (reports / "history").exists()
-    for name, data in project.cache_before.items():
+    assert (reports / "longctx.json").read_bytes() == project.record and not (reports / "history").exists()
+    for name, data in project.cache.items():
         assert (project.path / "cache" / name).read_bytes() == data
 
 
@@ -432,9 +390,9 @@ def test_selector_without_cell_under_xdist_with_a_remote_model_is_a_usage_error_
     longctx_runner.pytester.makepyfile(test_eval=EVAL)
     run = longctx_runner.run("-n", "2", "--longctx-samples", "2", "--longctx-threshold", "experiment=dmeo:0.9",
                              model=MODEL, cache=True)
-    out = _out(run)
+    out = output(run)
     assert run.ret == pytest.ExitCode.USAGE_ERROR, out
-    line = _one_line(out, "'experiment=dmeo:0.9' matches none of the collected cells")
+    line = one_line(out, "'experiment=dmeo:0.9' matches none of the collected cells")
     assert line.startswith("ERROR: --longctx-threshold: ")
     assert srv.stats.endpoints == {}  # nothing sent, nothing counted
     assert not (run.report_dir / "longctx.json").exists()

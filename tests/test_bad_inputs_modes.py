@@ -16,7 +16,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ import pytest
 
 from pytest_longctx.server import FaultPlan, MessagesServer
 from tests.conftest import golden_runner
+from tests.golden import GoldenCopy, output, snapshot
 from tests.passkey_api import EVAL, MODEL, SECRET, passkey
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,35 +33,18 @@ TRIALS = 4  # 2 cells x 2 samples
 GOOD = ("--longctx-samples", "2", "--longctx-prefetch", "off")
 
 
-def snapshot(folder: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def output(run: Any) -> str:
-    return str(run.result.stdout.str()) + "\n" + str(run.result.stderr.str())
-
-
-@dataclass
-class Project:
+@dataclass(kw_only=True)
+class Project(GoldenCopy):
     """The pass-key project after one good run: a record in ``reports/``, a filled cache, a server."""
 
-    runner: Any
     server: MessagesServer
-    record: bytes = b""
-    cache: dict[str, bytes] = field(default_factory=dict)
-
-    @property
-    def path(self) -> Path:
-        return Path(self.runner.pytester.path)
 
     def run(self, *args: str) -> Any:
         self.server.reset_stats()
         return self.runner.run(*args, model=MODEL, report_dir="reports", cache=True)
 
     def assert_untouched(self) -> None:
-        assert (self.path / "reports" / "longctx.json").read_bytes() == self.record
-        assert not (self.path / "reports" / "history").exists()
-        assert snapshot(self.path / "cache") == self.cache
+        super().assert_untouched()
         assert self.server.stats.endpoints == {}  # not one request, count or batch reached the server
 
 
@@ -87,11 +71,9 @@ def project(runner: Any, good_run: GoodRun, monkeypatch: pytest.MonkeyPatch) -> 
     srv, folder = good_run
     monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET)
-    for name in ("reports", "cache"):
-        shutil.copytree(folder / name, runner.pytester.path / name)
-    (runner.pytester.path / "afile").write_text("a file, not a folder\n")
-    record = (runner.pytester.path / "reports" / "longctx.json").read_bytes()
-    proj = Project(runner, srv, record, snapshot(runner.pytester.path / "cache"))
+    proj = Project(runner=runner, server=srv)
+    proj.copy(folder)
+    (proj.path / "afile").write_text("a file, not a folder\n")
     assert len(proj.cache) == TRIALS
     return proj
 
@@ -135,13 +117,8 @@ START_UP = [
 @pytest.mark.parametrize("args, line", [r[1:] for r in START_UP], ids=[r[0] for r in START_UP])
 def test_bad_option_is_one_line_exit_4_and_costs_nothing(project: Project, args: list[str], line: str) -> None:
     p = str(project.path)
-    run = project.run(*GOOD, *(a.replace("{p}", p) for a in args))
-    text = output(run)
-    assert run.ret == 4, text
-    assert text.count(line.replace("{p}", p)) == 1, text
-    assert "Traceback" not in text and "INTERNALERROR" not in text
+    project.assert_refused(project.run(*GOOD, *(a.replace("{p}", p) for a in args)), line.replace("{p}", p))
     assert not (project.path / "plan.jsonl").exists()
-    project.assert_untouched()
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders; the file cases above cover it")
@@ -149,9 +126,8 @@ def test_read_only_cache_dir_is_a_usage_error(project: Project) -> None:
     folder = project.path / "read-only"
     folder.mkdir()
     folder.chmod(0o555)
-    run = project.run(*GOOD, "--longctx-cache-dir", str(folder))
-    assert run.ret == 4 and output(run).count(f"--longctx-cache-dir: {folder} is not writable") == 1
-    project.assert_untouched()
+    project.assert_refused(project.run(*GOOD, "--longctx-cache-dir", str(folder)),
+                           f"--longctx-cache-dir: {folder} is not writable")
 
 
 def test_a_list_of_valid_dates_is_accepted(project: Project) -> None:

@@ -22,7 +22,6 @@ from pytest_longctx.results.power import (
     items_power,
 )
 from pytest_longctx.server.graded import Graded
-from tests.design_checks import assert_usage_error
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "fixtures" / "docs"
@@ -72,15 +71,6 @@ def test_collection_of_the_designs(pytester: pytest.Pytester, model: str, args: 
     result = pytester.runpytest_subprocess(str(ROOT / "evals" / "docs" / "test_docs.py"), "--collect-only", "-q", "-p",
                                            "no:cacheprovider", "--longctx-model", model, *args)
     result.stdout.fnmatch_lines([f"{collected} tests collected*"])
-
-
-@pytest.mark.parametrize(("args", "text"), [
-    (["--longctx-protocol", "source", "--longctx-docs-design", "blocks"],
-     "--longctx-docs-design blocks: the source protocol keeps the write-up's full design"),
-    (["--longctx-docs-design", "some"], "--longctx-docs-design: expected blocks or full, got 'some'"),
-])
-def test_bad_designs_are_usage_errors(pytester: pytest.Pytester, args: list[str], text: str) -> None:
-    assert_usage_error(pytester, MODEL, args, text)
 
 
 def test_items_power_is_the_plans_formula_and_the_items_needed_are_the_fewest() -> None:

@@ -89,6 +89,11 @@ def test_json_values_keeps_text_inside_strings() -> None:
     ("I am not sure whether this is right, it depends on the units.", None),
     ('{"correct": "maybe"}', None),
     ('{"score": 0.5}', None),
+    ("no idea", None),  # prose
+    ("Yes and no", None),
+    ("Incorrect. The answer names a different year.", False),
+    ("Correct: both give 1978", True),
+    ("correctness cannot be judged", None),
 ])
 def test_parse_verdict(reply: str, verdict: bool | None) -> None:
     assert parse_verdict(reply) is verdict
@@ -102,13 +107,3 @@ def test_judge_oracle_and_request() -> None:
     assert "Gold answer: Josiah Penhallow" in request.messages[0].content
     assert "Answer to grade: Josiah" in request.messages[0].content
 
-
-@pytest.mark.parametrize("reply, verdict", [
-    ("no idea", None),
-    ("Yes and no", None),
-    ("Incorrect. The answer names a different year.", False),
-    ("Correct: both give 1978", True),
-    ("correctness cannot be judged", None),
-])
-def test_parse_verdict_prose(reply: str, verdict: bool | None) -> None:
-    assert parse_verdict(reply) is verdict

@@ -13,7 +13,7 @@ import pytest
 from pytest_longctx.experiments.litm.data import corpus_file, load_questions
 from pytest_longctx.experiments.litm.design import block_design
 from tests.corpus_data import ROOT, find_for_tests
-from tests.design_checks import assert_design, assert_usage_error
+from tests.design_checks import assert_design
 from tests.passkey_api import MODEL
 from tests.test_litm_eval import ends_model
 
@@ -76,15 +76,6 @@ def test_the_design_is_seeded_and_deterministic_and_short_pools_say_so() -> None
 def test_the_design_option_defaults_to_blocks_for_a_remote_model(pytester: pytest.Pytester, model: str,
                                                                   args: list[str], design: str) -> None:
     assert_design(pytester, "litm", model, args, design)
-
-
-@pytest.mark.parametrize(("args", "text"), [
-    (["--longctx-protocol", "source", "--longctx-litm-design", "blocks"],
-     "--longctx-litm-design blocks: the source protocol keeps the paper's full design"),
-    (["--longctx-litm-design", "half"], "--longctx-litm-design: expected blocks or full, got 'half'"),
-])
-def test_bad_designs_are_usage_errors(pytester: pytest.Pytester, args: list[str], text: str) -> None:
-    assert_usage_error(pytester, MODEL, args, text)
 
 
 @pytest.fixture(scope="module")

@@ -15,30 +15,18 @@ from typing import Any
 
 import pytest
 
+from tests import passkey_api
 from tests.passkey_api import MODEL
 
-EVAL = '''
-import os
+#: The pass-key eval (always answered right), whose test then stops the run at the sample the environment names in
+#: the filler-16 cell: Ctrl-C (``STOP_AT``) or a bug in the eval (``FAIL_AT``).
+EVAL = passkey_api.EVAL + '''\
+    import os
 
-import pytest
-
-from pytest_longctx import Request
-
-FILLER = "The grass is green. The sky is blue. "
-pytestmark = pytest.mark.longctx("demo")
-
-
-@pytest.mark.parametrize("filler", [4, 16])
-async def test_passkey(longctx, filler):
-    key = longctx.rng.randrange(10_000, 99_999)
-    answer = await longctx.ask(Request.user(FILLER * filler + f"The pass key is {key}. What is the pass key?",
-                                            max_tokens=16, template="partial@1"))
-    longctx.record(expected=key, answer=answer.strip(), item=f"key-{longctx.sample}")
     if filler == 16 and str(longctx.sample) == os.environ.get("STOP_AT"):
         raise KeyboardInterrupt  # Ctrl-C in the middle of the run
     if filler == 16 and str(longctx.sample) == os.environ.get("FAIL_AT"):
         raise RuntimeError("a bug in the eval")
-    assert str(key) in answer
 '''
 
 

@@ -14,7 +14,7 @@ from pytest_longctx.experiments.qa.design import block_design
 from pytest_longctx.experiments.qa.mcqa import EXAMPLES, PROMPTS
 from pytest_longctx.results.pairing import pair_runs
 from pytest_longctx.server.graded import Graded
-from tests.design_checks import assert_design, assert_usage_error
+from tests.design_checks import assert_design
 
 ROOT = Path(__file__).resolve().parent.parent
 QA_KEY = ROOT / "fixtures" / "questions" / "FR-2024-02-12.jsonl"
@@ -69,12 +69,6 @@ def test_the_design_is_deterministic_and_says_when_questions_run_out() -> None:
 def test_the_design_option_defaults_to_blocks_for_a_remote_model(pytester: pytest.Pytester, model: str,
                                                                   args: list[str], design: str) -> None:
     assert_design(pytester, "qa", model, args, design)
-
-
-def test_blocks_under_the_source_protocol_is_a_usage_error(pytester: pytest.Pytester) -> None:
-    args = ["--longctx-protocol", "source", "--longctx-qa-design", "blocks"]
-    text = "--longctx-qa-design blocks: the source protocol keeps the study's full-factorial"
-    assert_usage_error(pytester, "anthropic/claude-sonnet-4-5", args, text)
 
 
 def run(pytester: pytest.Pytester, model: str, name: str, data_dir: Path, *args: str) -> tuple[int, dict[str, Any]]:

@@ -30,7 +30,7 @@ from pytest_longctx.results.eprocess import (
 from pytest_longctx.results.robust import Shape, cr2_variance
 from pytest_longctx.results.stats import wilson
 from pytest_longctx.server.graded import Graded
-from tests.lrt_runs import run_lrt
+from tests.lrt_runs import compared_with_production, run_lrt
 from tests.test_power import write_planned
 
 #: (items, trials an item, accuracy, intra-item correlation, discordance): one trial an item and many, accuracy mid
@@ -172,11 +172,8 @@ def test_the_plans_fixed_test_is_paired_difference() -> None:
 def test_the_final_look_fails_an_unrelated_model_the_e_process_did_not_settle(pytester: pytest.Pytester,
                                                                                api: Any) -> None:
     api(Graded("claude-prod=0.85,seed=1"))
-    code, prod, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off")
-    assert code == 0 and len(prod["trials"]) == 400
+    compared = compared_with_production(pytester)
     api(Graded("claude-other=0.77,seed=2"))  # another model: its own hard items (another seed)
-    compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"),
-                "--longctx-threshold", "experiment=lrt:max-drop=0")
     code, other, out = run_lrt(pytester, "claude-other", "other-seq", *compared, "--longctx-sequential",
                            cache="cache-other")
     check = other["gate"]["checks"][0]

@@ -16,19 +16,16 @@ from typing import Any
 import pytest
 
 from pytest_longctx.server.graded import Graded
-from tests.lrt_runs import run_lrt
+from tests.lrt_runs import compared_with_production, run_lrt
 
 ROOT = Path(__file__).resolve().parent.parent
-ALARM = ("--longctx-threshold", "experiment=lrt:max-drop=0")
 
 
 @pytest.mark.e2e
 def test_sequential_stops_a_collapse_early_and_agrees_with_the_fixed_design(pytester: pytest.Pytester,
                                                                             api: Any) -> None:
     api(Graded("claude-prod=0.85,claude-same=0.85,claude-bad=0.55,flip=0.02,seed=1"))
-    code, prod, _ = run_lrt(pytester, "claude-prod", "prod", "--longctx-cache", "off")
-    assert code == 0 and len(prod["trials"]) == 400
-    compared = ("--longctx-compare", str(pytester.path / "prod" / "longctx.json"), *ALARM)
+    compared = compared_with_production(pytester)
 
     code, bad, out = run_lrt(pytester, "claude-bad", "bad-seq", *compared, "--longctx-sequential")
     check = bad["gate"]["checks"][0]
