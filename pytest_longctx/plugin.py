@@ -14,7 +14,7 @@ import pytest
 from pytest_longctx.backends import repeated_warnings
 from pytest_longctx.errors import UsageError
 from pytest_longctx.hookspecs import register
-from pytest_longctx.reporting.errors import ErrorDigest
+from pytest_longctx.reporting.errors import ErrorDigest, is_longctx
 from pytest_longctx.reporting.progress import Display
 from pytest_longctx.reporting.pytest_html import HtmlColumns
 from pytest_longctx.run_settings import Settings
@@ -142,7 +142,7 @@ def pytest_runtest_makereport(
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
     """A longctx trial's category: ``incorrect`` (a wrong answer is data), ``error``, ``planned`` (plan mode),
     ``usage error``, else pytest's own. Without ``-v`` it prints no letter: the progress line shows the run."""
-    if "longctx" not in getattr(report, "keywords", ()):  # (a collection error's CollectReport has none)
+    if not is_longctx(report):  # (a collection error's CollectReport is none)
         return None
     status = status_of(report)
     controller = config.pluginmanager.get_plugin("longctx-controller")

@@ -92,9 +92,14 @@ PLAIN = '''
 import pytest
 
 
-@pytest.mark.parametrize("n", range(5))
+@pytest.mark.parametrize("n", range(4))
 def test_plain(n):
     assert n >= 0
+
+
+@pytest.mark.parametrize("word", ["longctx"])  # its keywords hold "longctx" (the id): still no trial
+def test_named(word):
+    assert word
 '''
 
 
@@ -110,3 +115,5 @@ def test_the_progress_line_counts_the_longctx_trials_not_every_test(runner: Any,
              if "longctx: " in line and " trial" in line]
     assert shown and shown[-1].startswith("longctx: 4/4 trials (4 correct)"), shown
     assert not any("/9 trials" in line for line in shown)
+    assert not any("5/4 trials" in line for line in shown), shown  # test_named[longctx] is no fifth trial
+    run.result.assert_outcomes(passed=9)

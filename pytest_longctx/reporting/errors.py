@@ -44,8 +44,14 @@ def error_message(report: Any) -> str:
     return lines[-1] if lines else "error (no message)"
 
 
+#: The user property the plugin puts on every report of a longctx trial: a test that merely has ``longctx`` among its
+#: keywords (a parameter id, a name) is not one.
+TRIAL_PROPERTY = "longctx_trial"
+
+
 def is_longctx(report: Any) -> bool:
-    return "longctx" in getattr(report, "keywords", {})
+    """A report of a longctx trial (any phase), as the plugin tagged it; on a worker's report under xdist too."""
+    return any(prop[0] == TRIAL_PROPERTY for prop in getattr(report, "user_properties", None) or ())
 
 
 def group_errors(reports: Sequence[Any]) -> list[ErrorGroup]:

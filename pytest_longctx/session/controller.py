@@ -8,6 +8,7 @@ import pytest
 from pytest_longctx.backends import model_note
 from pytest_longctx.corpus.missing import merge_missing
 from pytest_longctx.errors import UsageError
+from pytest_longctx.reporting.errors import is_longctx
 from pytest_longctx.reporting.terminal import write_summary
 from pytest_longctx.results.aggregate import records_of
 from pytest_longctx.run_settings import Settings
@@ -155,7 +156,7 @@ class ControllerLast:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         """One progress line for the whole run, once the controller and the sequential gate have counted it."""
         settled = report.when == "call" or (report.when == "setup" and not report.passed)  # the trial's outcome
-        if settled and "longctx" in report.keywords:
+        if settled and is_longctx(report):
             state = self.controller.state  # of the longctx trials collected, not every test (session.testscollected)
             state.display.item_finished(state, self.controller.settings, state.collected)
 

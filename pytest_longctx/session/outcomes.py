@@ -9,6 +9,7 @@ import pytest
 from pytest_longctx.corpus.missing import DataMissing, is_selected
 from pytest_longctx.dispatch.skips import AlarmsSettled, Planned
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
+from pytest_longctx.reporting.errors import TRIAL_PROPERTY
 from pytest_longctx.results.aggregate import RECORD_KEY, records_of
 from pytest_longctx.session.identity import IDENTITY_KEY, error_record, trial_identity
 from pytest_longctx.session.keys import EMITTED_KEY, TRIAL_KEY
@@ -34,6 +35,8 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     trial = item.stash.get(TRIAL_KEY, None)
     excinfo = call.excinfo
     longctx = trial is not None or item.get_closest_marker("longctx") is not None
+    if longctx:
+        report.user_properties.append((TRIAL_PROPERTY, True))  # what is_longctx reads (not the keywords)
     if report.failed and excinfo is not None and isinstance(excinfo.value, UsageError) and longctx:
         _usage_error(item, report, excinfo.value)
         return
