@@ -93,3 +93,7 @@ def test_a_budget_ends_batch_rounds_within_it_and_the_record_is_the_servers(pyte
                                                                          stats.batch_output_tokens)
     assert usage["usd"] == pytest.approx(billed, rel=1e-9) and usage["refused"] >= 1
     assert len(cut["trials"]) == usage["calls"] and all(t["outcome"] != "error" for t in cut["trials"])
+    # the trials the stop skipped complete no sample group (20 trials each): the groups looked at were answered
+    seq = cut["sequential"]
+    assert seq["groups_completed"] * 20 <= len(cut["trials"]) and seq["groups_completed"] < seq["groups_planned"]
+    assert f"sequential: {seq['groups_completed']} of 20 sample groups looked at" in out

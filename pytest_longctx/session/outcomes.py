@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from pytest_longctx.corpus.missing import DataMissing, is_selected
-from pytest_longctx.dispatch.skips import AlarmsSettled, Planned
+from pytest_longctx.dispatch.skips import AlarmsSettled, Planned, RunStopped
 from pytest_longctx.errors import FatalBackendError, LongctxError, UsageError
 from pytest_longctx.reporting.errors import TRIAL_PROPERTY
 from pytest_longctx.results.aggregate import RECORD_KEY, records_of
@@ -20,6 +20,8 @@ PLAN_KEY = "longctx_plan"
 USAGE_KEY = "longctx_usage_error"
 #: User property of a trial skipped because every sequential alarm covering it was settled: those alarms' texts.
 SETTLED_KEY = "longctx_alarms_settled"
+#: User property of a trial skipped because the run stopped (budget, Ctrl-C, a fatal error): its answer never came.
+STOPPED_KEY = "longctx_run_stopped"
 
 
 def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -37,6 +39,8 @@ def classify(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     longctx = trial is not None or item.get_closest_marker("longctx") is not None
     if longctx:
         report.user_properties.append((TRIAL_PROPERTY, True))  # what is_longctx reads (not the keywords)
+        if excinfo is not None and isinstance(excinfo.value, RunStopped):
+            report.user_properties.append((STOPPED_KEY, str(excinfo.value)))
     if report.failed and excinfo is not None and isinstance(excinfo.value, UsageError) and longctx:
         _usage_error(item, report, excinfo.value)
         return

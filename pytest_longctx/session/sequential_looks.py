@@ -21,7 +21,7 @@ from pytest_longctx.gate_spec import Threshold
 from pytest_longctx.results.eprocess import AlarmSequence
 from pytest_longctx.results.evidence import DEFAULT, Evidence, cluster_of
 from pytest_longctx.results.pairing import pair_runs
-from pytest_longctx.session.outcomes import SETTLED_KEY
+from pytest_longctx.session.outcomes import SETTLED_KEY, STOPPED_KEY
 
 
 @dataclass
@@ -88,6 +88,8 @@ def count_report(seq: SeqRun, report: pytest.TestReport, records: list[dict[str,
     sample = sample_of_nodeid(report.nodeid)
     if sample is None or seq.sizes is None or seq.stopped is not None:
         return []
+    if any(key == STOPPED_KEY for key, _ in report.user_properties):
+        return []  # the run stopped before its answer: a group it leaves unanswered is never looked at
     seq.done[sample] += 1
     seq.pending.setdefault(sample, []).extend(records)
     order = list(seq.sizes)
