@@ -20,7 +20,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_longctx.gate_spec import DEFAULT_ALPHA
-from pytest_longctx.gate_spec import unique as unique  # re-exported: it moved to the threshold grammar
 from pytest_longctx.results.thresholds import GATE_ERROR_EXIT_CODE, GATE_EXIT_CODE, VERDICTS
 
 EXIT_OK, EXIT_ERRORS, EXIT_STOPPED, EXIT_USAGE = 0, 1, 2, 4
